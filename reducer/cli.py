@@ -1,0 +1,164 @@
+"""The `ireereduce` command."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+import multiprocessing_logging
+from rich.console import Console
+from rich.table import Table
+
+from reducer import session
+from reducer.session import EXIT_CODES, Flaky, Interrupted, Result, Settings, UserError
+
+HELP = f"""Reduce INPUT (an .mlir file) to a smaller program that CHECK still finds interesting.
+
+\b
+The check script decides. It must exit 0 while the bug is still there (C-Reduce,
+C-Vise, llvm-reduce and iree-reduce agree; mlir-reduce is the opposite: users of
+mlir-reduce must invert their script's exit codes). It gets the candidate's path as
+its first argument, and runs in a fresh temporary directory holding the candidate
+under INPUT's own file name, so cvise scripts that read ./input.mlir work unchanged.
+
+\b
+The input is never modified. The smallest interesting program found so far is written
+to the output (default INPUT.reduced.mlir) every time it shrinks, so Ctrl-C loses nothing.
+The output is identical for any -j.
+
+\b
+Exit codes:
+""" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
+
+
+def _list_strategies(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from reducer.strategy import discover
+
+    for name, cls in discover().items():
+        modes = "/".join(sorted(cls.modes))
+        click.echo(f"{name:<16} [{modes}] {cls.summary}")
+    ctx.exit(0)
+
+
+def _names(value: str | None) -> list[str] | None:
+    return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
+
+
+@click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True))
+@click.option("--check", "-c", "check", required=True, type=click.Path(), help="Interestingness script: exit 0 = still interesting.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir].")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True, help="Checks run in parallel.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
+@click.option("--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself).")
+@click.option("--batch", type=click.IntRange(min=1), default=session.DEFAULT_BATCH, show_default=True, help="Candidates judged together before committing; the output depends on it, never on -j.")
+@click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply).")
+@click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
+@click.option("--list-strategies", is_flag=True, expose_value=False, is_eager=True, callback=_list_strategies, help="List the strategies and exit.")
+@click.option("--log-file", type=click.Path(dir_okay=False), help="Also write the full log (all workers) here.")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv: every check).")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and the final summary.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
+def main(
+    input_file: str,
+    check: str,
+    output: str | None,
+    jobs: int,
+    timeout: float | None,
+    no_verify: bool,
+    batch: int,
+    only: str | None,
+    skip: str | None,
+    log_file: str | None,
+    verbose: int,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    _setup_logging(verbose, quiet, log_file)
+    settings = Settings(
+        input=input_file,
+        check=check,
+        output=output,
+        jobs=jobs,
+        timeout=timeout,
+        verify=not no_verify,
+        batch=batch,
+        strategies=_names(only),
+        skip_strategies=_names(skip) or (),
+    )
+    console = Console(stderr=True)
+    try:
+        result = session.reduce_file(settings)
+    except UserError as exc:
+        console.print(f"ireereduce: error: {exc}", markup=False, highlight=False)
+        sys.exit(exc.code)
+    except Interrupted as exc:
+        _summary(console, exc.result)
+        console.print(f"ireereduce: interrupted; the smallest interesting program so far is in {exc.result.output}", markup=False)
+        sys.exit(session.EXIT_INTERRUPTED)
+    except Flaky as exc:
+        _summary(console, exc.result)
+        console.print(
+            f"ireereduce: error: the reduced program in {exc.result.output} was not interesting when checked again; "
+            "the check is flaky (make it deterministic, or raise --timeout)",
+            markup=False,
+        )
+        sys.exit(session.EXIT_FLAKY)
+    except KeyboardInterrupt:
+        console.print("ireereduce: interrupted before reduction started", markup=False)
+        sys.exit(session.EXIT_INTERRUPTED)
+    except Exception as exc:
+        if debug:
+            raise
+        console.print(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", markup=False)
+        sys.exit(session.EXIT_INTERNAL)
+    _summary(console, result)
+
+
+def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
+    level = logging.WARNING if quiet else logging.DEBUG if verbose >= 2 else logging.INFO
+    root = logging.getLogger()
+    root.setLevel(logging.DEBUG if log_file else level)
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(level)
+    console.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    root.addHandler(console)
+    if log_file:
+        handler = logging.FileHandler(log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(processName)s %(name)s %(levelname)s %(message)s"))
+        root.addHandler(handler)
+    multiprocessing_logging.install_mp_handler()  # worker records arrive through one queue
+
+
+def _summary(console: Console, result: Result) -> None:
+    s = result.stats
+    original, final = s.original, s.final
+    table = Table(title=f"ireereduce: {result.output}", title_justify="left", show_edge=False)
+    for col in ("strategy", "tried", "not valid", "not smaller", "checks", "cache hits", "accepted", "bytes saved"):
+        table.add_column(col, justify="left" if col == "strategy" else "right")
+    for name, st in s.per_strategy.items():
+        if not st.candidates:
+            continue
+        invalid = st.rejected["invalid"] + st.rejected["unparsable"] + st.rejected["strategy-error"]
+        table.add_row(
+            name, str(st.candidates), str(invalid), str(st.rejected["not-smaller"] + st.rejected["no-op"]),
+            str(st.oracle_calls), str(st.cache_hits), str(st.accepts), str(st.bytes_saved),
+        )
+    console.print(table)
+    ops = f"{original.ops} -> {final.ops} ops, " if original.ops is not None else ""
+    pct = 100.0 * final.bytes / max(original.bytes, 1)
+    console.print(
+        f"{ops}{original.bytes} -> {final.bytes} bytes ({pct:.1f}%) as {result.mode}; "
+        f"{s.oracle_calls} checks, {s.cache_hits} cache hits, {s.timeouts} timeouts; "
+        f"{result.seconds:.1f} s (engine {s.engine_seconds:.1f} s, waiting on checks {s.wait_seconds:.1f} s)",
+        markup=False,
+        highlight=False,
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

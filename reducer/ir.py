@@ -1,0 +1,97 @@
+"""Thin wrappers over the MLIR Python bindings shipped in iree-base-compiler.
+
+Imported lazily so that worker processes are forked before any MLIR state exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from iree.compiler import ir
+
+
+class ParseError(Exception):
+    """The text is not MLIR that these bindings (with IREE's dialects) understand."""
+
+
+class VerifyError(Exception):
+    """The IR parsed but the verifier rejected it."""
+
+
+@attrs.frozen
+class PrintOptions:
+    """How candidates are printed; chosen once per run so every candidate is comparable."""
+
+    debug_info: bool = False
+    generic: bool = False
+
+
+def new_context() -> ir.Context:
+    from iree.compiler import ir
+
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = True
+    # Diagnostics still reach MLIRError exceptions; this only keeps them off stderr.
+    ctx.attach_diagnostic_handler(lambda _diag: True)
+    return ctx
+
+
+def first_line(message: str) -> str:
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    useful = [ln for ln in lines if "error" in ln] or lines
+    return useful[0] if useful else message
+
+
+def parse(text: str, ctx: ir.Context) -> ir.Module:
+    from iree.compiler import ir
+
+    try:
+        return ir.Module.parse(text, ctx)
+    except ir.MLIRError as exc:
+        raise ParseError(first_line(str(exc).replace("Unable to parse module assembly:", ""))) from None
+
+
+def verify(op: ir.Operation) -> None:
+    from iree.compiler import ir
+
+    try:
+        op.verify()
+    except ir.MLIRError as exc:
+        raise VerifyError(first_line(str(exc).replace("Verification failed:", ""))) from None
+
+
+def to_text(op: ir.Operation, options: PrintOptions, verified: bool = True) -> str:
+    return op.get_asm(
+        enable_debug_info=options.debug_info,
+        print_generic_op_form=options.generic,
+        assume_verified=verified,
+    )
+
+
+def iter_ops(root: ir.Operation) -> Iterator[ir.Operation]:
+    """Every op nested under root (not root itself), parents before children."""
+    for region in root.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                op = op.operation
+                yield op
+                if len(op.regions):
+                    yield from iter_ops(op)
+
+
+def count_ops(root: ir.Operation) -> int:
+    from iree.compiler import ir
+
+    count = 0
+
+    def visit(_op: ir.Operation) -> ir.WalkResult:
+        nonlocal count
+        count += 1
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return count - 1  # the module itself is not part of the program

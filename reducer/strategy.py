@@ -1,0 +1,107 @@
+"""The contract between the engine and a strategy.
+
+A strategy lists the reductions it could make to the current program as a list of
+`Edit`s, and applies any subset of them to a fresh copy. It never runs the oracle,
+never caches and never sees processes: the engine decides which subsets to try.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.metadata
+import logging
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from iree.compiler import ir
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "ireereduce.strategies"
+
+
+@attrs.frozen(order=True)
+class Edit:
+    """One reduction opportunity, stable while the program it was listed on is current.
+
+    `path` locates an op (region, block, op index triples from the module down);
+    text-level edits leave it empty and say where they act in `arg`.
+    """
+
+    kind: str
+    path: tuple[int, ...] = ()
+    arg: Hashable = None
+
+    def __str__(self) -> str:
+        where = "/".join(map(str, self.path))
+        return f"{self.kind}@{where or '-'}{'' if self.arg is None else f'({self.arg})'}"
+
+
+@attrs.define
+class Program:
+    """What a strategy sees: the current program as canonical text and, when it parses, as IR.
+
+    `root` is the parsed current module and must not be mutated; `clone()` gives a
+    private copy to rewrite.
+    """
+
+    text: str
+    root: ir.Operation | None = None
+    #: Analyses a strategy derives from this (immutable) program, shared by all its subsets.
+    memo: dict[str, Any] = attrs.field(factory=dict)
+
+    def clone(self) -> ir.Operation:
+        if self.root is None:
+            raise ValueError("this program did not parse as MLIR")
+        return self.root.clone()
+
+
+class Strategy(abc.ABC):
+    """A pluggable reduction. Subclasses set `name`, `summary`, `modes` and `priority`."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    #: "mlir": needs the parsed IR; "text": works on any text (the fallback when parsing fails).
+    modes: ClassVar[frozenset[str]] = frozenset({"mlir"})
+    #: Order before any benefit has been measured in this run: lower goes first.
+    priority: ClassVar[int] = 50
+
+    @abc.abstractmethod
+    def opportunities(self, program: Program) -> list[Edit]:
+        """Every edit this strategy could make, in a fixed order (largest expected win first)."""
+
+    @abc.abstractmethod
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | str | None:
+        """Apply `edits` together to a copy of `program`.
+
+        Return the rewritten module (from `program.clone()`), new text (which the engine
+        parses and verifies), or None when this subset makes no sense.
+        """
+
+
+def builtin_strategies() -> list[type[Strategy]]:
+    from strategies import BUILTIN
+
+    return list(BUILTIN)
+
+
+def discover() -> dict[str, type[Strategy]]:
+    """Built-in strategies plus any a downstream package registers under `ireereduce.strategies`."""
+    found: dict[str, type[Strategy]] = {cls.name: cls for cls in builtin_strategies()}
+    try:
+        eps: Any = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    except Exception:  # pragma: no cover - broken metadata must not stop a reduction
+        eps = []
+    for ep in eps:
+        if ep.name in found:
+            continue
+        try:
+            cls = ep.load()
+        except Exception as exc:  # a broken plug-in is reported, not fatal
+            log.warning("strategy plug-in %s could not be loaded: %s", ep.name, exc)
+            continue
+        found[cls.name] = cls
+    return found

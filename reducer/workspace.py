@@ -1,0 +1,152 @@
+"""Turns (strategy, subset of edits) into a candidate the oracle can judge.
+
+This is where the verifier sits: a candidate that does not parse, does not verify,
+or is not strictly smaller than the current program never reaches the cache or the
+oracle. Two kinds: MLIR (the normal case) and plain text (input that does not parse).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Sequence
+
+import attrs
+
+from reducer import ir as irutil
+from reducer.strategy import Edit, Program, Strategy
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen(order=False)
+class Size:
+    """Ops first (None when the text is not MLIR), then bytes: the order candidates must descend."""
+
+    ops: int | None
+    bytes: int
+
+    def smaller_than(self, other: Size) -> bool:
+        if self.ops is not None and other.ops is not None:
+            return (self.ops, self.bytes) < (other.ops, other.bytes)
+        return self.bytes < other.bytes
+
+    def __str__(self) -> str:
+        ops = "" if self.ops is None else f"{self.ops} ops, "
+        return f"{ops}{self.bytes} bytes"
+
+
+@attrs.frozen
+class Candidate:
+    text: str
+    size: Size
+    strategy: str
+    edits: tuple[Edit, ...]
+
+    @property
+    def data(self) -> bytes:
+        return self.text.encode()
+
+
+@attrs.frozen
+class Rejected:
+    reason: str  # "no-op", "unparsable", "invalid", "not-smaller", "strategy-error"
+    detail: str = ""
+
+
+class Workspace(abc.ABC):
+    mode: str
+    program: Program
+    size: Size
+
+    def opportunities(self, strategy: Strategy) -> list[Edit]:
+        return strategy.opportunities(self.program)
+
+    def materialize(self, strategy: Strategy, edits: Sequence[Edit]) -> Candidate | Rejected:
+        try:
+            result = strategy.apply(self.program, edits)
+            if result is None:
+                return Rejected("no-op")
+            text_or = self._finish(result)
+        except (irutil.ParseError, irutil.VerifyError) as exc:
+            return Rejected("unparsable" if isinstance(exc, irutil.ParseError) else "invalid", str(exc))
+        except Exception as exc:  # a faulty strategy costs its candidate, never the run
+            log.warning("strategy %s failed on %d edits: %s: %s", strategy.name, len(edits), type(exc).__name__, exc)
+            return Rejected("strategy-error", str(exc))
+        if isinstance(text_or, Rejected):
+            return text_or
+        text, size = text_or
+        if not size.smaller_than(self.size):
+            return Rejected("not-smaller")
+        return Candidate(text, size, strategy.name, tuple(edits))
+
+    @abc.abstractmethod
+    def _finish(self, result: object) -> tuple[str, Size] | Rejected:
+        """Canonical text and size of what a strategy returned."""
+
+    @abc.abstractmethod
+    def commit(self, candidate: Candidate) -> None:
+        """Make candidate the current program."""
+
+
+class TextWorkspace(Workspace):
+    mode = "text"
+
+    def __init__(self, text: str) -> None:
+        self._set(text)
+
+    def _set(self, text: str) -> None:
+        self.program = Program(text)
+        self.size = Size(None, len(text.encode()))
+
+    def _finish(self, result: object) -> tuple[str, Size] | Rejected:
+        if not isinstance(result, str):
+            return Rejected("strategy-error", "text strategies must return text")
+        return result, Size(None, len(result.encode()))
+
+    def commit(self, candidate: Candidate) -> None:
+        self._set(candidate.text)
+
+
+class MLIRWorkspace(Workspace):
+    mode = "mlir"
+
+    def __init__(self, text: str, options: irutil.PrintOptions, verify: bool = True) -> None:
+        self.options = options
+        self.verify = verify
+        self.ctx = irutil.new_context()
+        self._set(irutil.parse(text, self.ctx))
+
+    def canonical(self, options: irutil.PrintOptions) -> str:
+        assert self.program.root is not None
+        return irutil.to_text(self.program.root, options, verified=False)
+
+    def reprint(self, options: irutil.PrintOptions) -> None:
+        """Switch print options (e.g. keep locations when the check depends on them)."""
+        self.options = options
+        self._set(irutil.parse(self.canonical(options), self.ctx))
+
+    def _set(self, module: object) -> None:
+        self._module = module  # keeps the IR alive
+        root = module.operation  # type: ignore[attr-defined]
+        text = irutil.to_text(root, self.options, verified=False)
+        self.program = Program(text, root)
+        self.size = Size(irutil.count_ops(root), len(text.encode()))
+
+    def _finish(self, result: object) -> tuple[str, Size] | Rejected:
+        keep = None
+        if isinstance(result, str):
+            keep = irutil.parse(result, self.ctx)
+            root = keep.operation
+        else:
+            root = result  # type: ignore[assignment]
+        if self.verify:
+            irutil.verify(root)  # type: ignore[arg-type]
+        text = irutil.to_text(root, self.options, verified=self.verify)  # type: ignore[arg-type]
+        size = Size(irutil.count_ops(root), len(text.encode()))  # type: ignore[arg-type]
+        del keep
+        return text, size
+
+    def commit(self, candidate: Candidate) -> None:
+        # Re-parse the accepted text: strategies then see exactly what the oracle judged.
+        self._set(irutil.parse(candidate.text, self.ctx))

@@ -1,0 +1,306 @@
+"""IR helpers shared by the op-level strategies: op paths, symbol references, and
+erasing an op while giving each use of its results something else to use.
+
+Binding pitfalls handled here (iree-base-compiler 3.13): reading a `complex` dense
+attribute raises TypeError, and `Operation.parse` + `move_before` crashes, so ops
+are built with `Operation.create` at an insertion point.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from iree.compiler import ir
+
+Path = tuple[int, ...]
+
+_SYMBOL_IN_TEXT = re.compile(r'(?<!:)@("(?:[^"\\]|\\.)*"|[A-Za-z_$.][\w$.\-]*)')
+
+
+def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir.Operation]]:
+    """(path, op) for every op under root, parents first; a path is (region, block, op) triples."""
+    for r, region in enumerate(root.regions):
+        for b, block in enumerate(region.blocks):
+            for i, op in enumerate(block.operations):
+                op = op.operation
+                path = prefix + (r, b, i)
+                yield path, op
+                if len(op.regions):
+                    yield from walk_paths(op, path)
+
+
+def resolve(root: ir.Operation, paths: Iterable[Path]) -> dict[Path, ir.Operation]:
+    """Look up many paths with one walk (indexing a block's op list is linear per lookup)."""
+    wanted = set(paths)
+    if not wanted:
+        return {}
+    deepest = max(len(p) for p in wanted)
+    prefixes = {p[:n] for p in wanted for n in range(3, len(p), 3)}
+    found: dict[Path, ir.Operation] = {}
+
+    def visit(op: ir.Operation, prefix: Path) -> None:
+        for r, region in enumerate(op.regions):
+            for b, block in enumerate(region.blocks):
+                for i, child in enumerate(block.operations):
+                    path = prefix + (r, b, i)
+                    if path in wanted:
+                        found[path] = child.operation
+                    if path in prefixes and len(path) < deepest:
+                        visit(child.operation, path)
+
+    visit(root, ())
+    return found
+
+
+def outermost(paths: Iterable[Path]) -> list[Path]:
+    """Drop paths nested inside another path of the set: erasing the parent erases them."""
+    ordered = sorted(set(paths))
+    kept: list[Path] = []
+    chosen: set[Path] = set()
+    for p in ordered:
+        if any(p[:n] in chosen for n in range(3, len(p), 3)):
+            continue
+        kept.append(p)
+        chosen.add(p)
+    return kept
+
+
+def is_terminator(op: ir.Operation) -> bool:
+    return op.has_trait(ir.IsTerminatorTrait)
+
+
+def is_isolated(op: ir.Operation) -> bool:
+    return op.name == "builtin.module" or op.has_trait(ir.IsIsolatedFromAboveTrait)
+
+
+def get_attr(op: ir.Operation, name: str) -> ir.Attribute | None:
+    try:
+        return op.attributes[name] if name in op.attributes else None
+    except TypeError:  # e.g. complex dense literals cannot be wrapped
+        return None
+
+
+def symbol_name(op: ir.Operation) -> str | None:
+    attr = get_attr(op, "sym_name")
+    return ir.StringAttr(attr).value if attr is not None else None
+
+
+def is_function(op: ir.Operation) -> bool:
+    return get_attr(op, "function_type") is not None and len(op.regions) > 0 and len(op.regions[0].blocks) > 0
+
+
+def _refs_in_attr(attr: ir.Attribute, out: set[str]) -> None:
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        out.add(attr.value)
+    elif isinstance(attr, ir.SymbolRefAttr):
+        out.add(attr.value[0])
+    elif isinstance(attr, (ir.DenseElementsAttr, ir.StringAttr, ir.IntegerAttr, ir.FloatAttr, ir.TypeAttr)):
+        return
+    elif isinstance(attr, ir.ArrayAttr):
+        for item in attr:
+            _refs_in_attr(item, out)
+    elif isinstance(attr, ir.DictAttr):
+        for i in range(len(attr)):
+            _refs_in_attr(attr[i].attr, out)
+    else:
+        text = str(attr)
+        if "@" in text:  # symbol refs nested inside dialect attributes
+            out.update(m.group(1).strip('"') for m in _SYMBOL_IN_TEXT.finditer(text))
+
+
+def referenced_symbols(op: ir.Operation) -> set[str]:
+    """Root names of the symbols op's own attributes refer to (not its nested ops')."""
+    out: set[str] = set()
+    for name in op.attributes:
+        if name == "sym_name":
+            continue
+        attr = get_attr(op, name)
+        if attr is not None:
+            _refs_in_attr(attr, out)
+    return out
+
+
+def zero_literal(t: ir.Type) -> str | None:
+    """Text of a zero attribute of type t, for arith.constant; None if there is none."""
+    elem = t
+    shaped = isinstance(t, (ir.RankedTensorType, ir.VectorType))
+    if shaped:
+        if not t.has_static_shape:
+            return None
+        elem = t.element_type
+    elif isinstance(t, ir.ShapedType):
+        return None
+    if isinstance(elem, ir.IntegerType) and elem.width == 1:
+        value = "false"
+    elif isinstance(elem, (ir.IntegerType, ir.IndexType)):
+        value = "0"
+    elif isinstance(elem, ir.FloatType):
+        value = "0.0"
+    else:
+        return None  # complex dense literals cannot be built through these bindings
+    return f"dense<{value}> : {t}" if shaped else f"{value} : {t}"
+
+
+class Rewriter:
+    """Erases ops from one module copy, rewiring each use of their results.
+
+    A replacement is, in order of preference: a same-typed operand of the erased op,
+    the earliest dominating same-typed value, a zero constant, a new argument of the
+    enclosing function (when nothing calls it), and finally `ub.poison`.
+    """
+
+    def __init__(self, root: ir.Operation, called: set[str] | None = None) -> None:
+        self.root = root
+        self.erased: set[ir.Operation] = set()
+        self._called = called
+        self._zero_cache: dict[str, Any] = {}
+        self._first_of_type: dict[Any, tuple[dict[str, ir.Value], dict[ir.Operation, int]]] = {}
+        self._dropping: set[ir.Operation] = set()
+
+    # -- public -----------------------------------------------------------------
+    def drop(self, ops: list[ir.Operation], prune: bool = True) -> None:
+        """Erase ops (given in program order, none nested in another) and rewire their uses."""
+        self._dropping = set(ops)
+        feeders: list[ir.Operation] = []
+        for op in ops:
+            if op in self.erased:
+                continue
+            for operand in op.operands:
+                owner = operand.owner
+                if isinstance(owner, ir.OpView) or isinstance(owner, ir.Operation):
+                    feeders.append(owner.operation)
+            for result in op.results:
+                if _has_uses(result):
+                    result.replace_all_uses_with(self.replacement(result, op))
+            self._erase(op)
+        if prune:
+            self.prune(feeders)
+
+    def prune(self, ops: list[ir.Operation]) -> None:
+        """Erase ops whose results all became unused, and then their feeders, transitively."""
+        work = list(reversed(ops))
+        while work:
+            op = work.pop()
+            if op in self.erased or not len(op.results) or is_terminator(op):
+                continue
+            if symbol_name(op) is not None or any(_has_uses(r) for r in op.results):
+                continue
+            feeders = [v.owner.operation for v in op.operands if not isinstance(v.owner, ir.Block)]
+            self._erase(op)
+            work.extend(reversed(feeders))
+
+    # -- replacements --------------------------------------------------------------
+    def replacement(self, value: ir.Value, op: ir.Operation) -> ir.Value:
+        t = value.type
+        for operand in op.operands:
+            if operand.type == t:
+                return operand
+        dominating = self._dominating(t, op)
+        if dominating is not None:
+            return dominating
+        with op.location:
+            literal = self._zero_attr(t)
+            if literal is not None:
+                return ir.Operation.create(
+                    "arith.constant", results=[t], attributes={"value": literal}, ip=ir.InsertionPoint(op)
+                ).result
+            arg = self._new_argument(t, op)
+            if arg is not None:
+                return arg
+            return ir.Operation.create("ub.poison", results=[t], ip=ir.InsertionPoint(op)).result
+
+    def _zero_attr(self, t: ir.Type) -> ir.Attribute | None:
+        key = str(t)
+        if key not in self._zero_cache:
+            literal = zero_literal(t)
+            attr = None
+            if literal is not None:
+                try:
+                    attr = ir.Attribute.parse(literal)
+                except (ir.MLIRError, TypeError, ValueError):
+                    attr = None
+            self._zero_cache[key] = attr
+        return self._zero_cache[key]
+
+    def _dominating(self, t: ir.Type, op: ir.Operation) -> ir.Value | None:
+        """Earliest value of type t visible at op: outermost blocks first, arguments first."""
+        levels: list[tuple[ir.Block, ir.Operation]] = []
+        cur = op
+        while True:
+            block = cur.block
+            levels.append((block, cur))
+            parent = block.owner.operation
+            if is_isolated(parent):
+                break
+            cur = parent
+        key = str(t)
+        for block, before in reversed(levels):
+            first, position = self._block_index(block)
+            value = first.get(key)
+            if value is None:
+                continue
+            owner = value.owner
+            if isinstance(owner, ir.Block) or position[owner.operation] < position[before]:
+                return value
+        return None
+
+    def _block_index(self, block: ir.Block) -> tuple[dict[str, ir.Value], dict[ir.Operation, int]]:
+        """First surviving value of each type in block, and every op's position in it."""
+        cached = self._first_of_type.get(block)
+        if cached is not None:
+            return cached
+        first: dict[str, ir.Value] = {}
+        for arg in block.arguments:
+            first.setdefault(str(arg.type), arg)
+        position: dict[ir.Operation, int] = {}
+        for i, child in enumerate(block.operations):
+            child = child.operation
+            position[child] = i
+            if child in self._dropping:
+                continue
+            for result in child.results:
+                first.setdefault(str(result.type), result)
+        self._first_of_type[block] = (first, position)
+        return first, position
+
+    def _new_argument(self, t: ir.Type, op: ir.Operation) -> ir.Value | None:
+        cur = op
+        while True:
+            parent = cur.block.owner.operation
+            if is_isolated(parent):
+                break
+            cur = parent
+        func = parent  # the nearest isolated ancestor: a new argument there is visible at op
+        if not is_function(func):
+            return None
+        name = symbol_name(func)
+        if name is None or name in self._callees():
+            return None
+        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        entry = func.regions[0].blocks[0]
+        arg = entry.add_argument(t, op.location)
+        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs) + [t], list(ftype.results)))
+        arg_attrs = get_attr(func, "arg_attrs")
+        if arg_attrs is not None:
+            func.attributes["arg_attrs"] = ir.ArrayAttr.get(list(arg_attrs) + [ir.DictAttr.get({})])
+        return arg
+
+    def _callees(self) -> set[str]:
+        if self._called is None:
+            called: set[str] = set()
+            for _path, op in walk_paths(self.root):
+                called |= referenced_symbols(op)
+            self._called = called
+        return self._called
+
+    def _erase(self, op: ir.Operation) -> None:
+        self.erased.add(op)
+        op.erase()
+
+
+def _has_uses(value: ir.Value) -> bool:
+    for _use in value.uses:
+        return True
+    return False

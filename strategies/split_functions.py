@@ -1,0 +1,105 @@
+"""split-functions: delete whole symbols, or keep one function as the entry point.
+
+Keeping a function keeps everything it transitively references (networkx over the
+symbol reference graph), so a single candidate can cut a model down to one function;
+deleting a symbol drops every op that refers to it, rewiring uses like drop-ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import networkx as nx
+from iree.compiler import ir
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import Path, Rewriter, is_function, outermost, referenced_symbols, resolve, symbol_name, walk_paths
+
+
+@attrs.frozen
+class SymbolInfo:
+    """Per-program analysis, computed once on the current program and reused for every subset."""
+
+    symbols: dict[str, Path]  # top-level symbol -> its path
+    functions: list[str]
+    graph: nx.DiGraph  # symbol -> symbols it references
+    users: dict[str, list[Path]]  # symbol -> ops (outside it) that reference it
+
+
+def analyse(program: Program) -> SymbolInfo:
+    cached = program.memo.get("split-functions")
+    if cached is not None:
+        return cached
+    assert program.root is not None
+    symbols: dict[str, Path] = {}
+    functions: list[str] = []
+    owner_of: dict[Path, str] = {}
+    graph = nx.DiGraph()
+    users: dict[str, list[Path]] = {}
+    for path, op in walk_paths(program.root):
+        if len(path) == 3:
+            name = symbol_name(op)
+            if name is not None:
+                symbols[name] = path
+                owner_of[path] = name
+                graph.add_node(name)
+                if is_function(op):
+                    functions.append(name)
+        owner = owner_of.get(path[:3])
+        for ref in referenced_symbols(op):
+            if owner is not None:
+                graph.add_edge(owner, ref)
+            if ref != owner:
+                users.setdefault(ref, []).append(path)
+    info = SymbolInfo(symbols, functions, graph, users)
+    program.memo["split-functions"] = info
+    return info
+
+
+class SplitFunctions(Strategy):
+    name = "split-functions"
+    summary = "delete functions and other symbols, or keep one function (and what it needs) alone"
+    priority = 10
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        info = analyse(program)
+        edits: list[Edit] = []
+        if len(info.symbols) > 1:
+            edits += [Edit("keep-only", info.symbols[f], f) for f in info.functions]
+        edits += [Edit("delete", path, name) for name, path in info.symbols.items()]
+        return edits
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        info = analyse(program)
+        keep_targets = [e.arg for e in edits if e.kind == "keep-only"]
+        doomed = {e.arg for e in edits if e.kind == "delete"}
+        if keep_targets:
+            keep: set[str] = set()
+            for target in keep_targets:
+                keep |= {target} | nx.descendants(info.graph, target)
+            doomed |= set(info.symbols) - keep
+        # A top-level symbol that refers to a deleted one goes too (e.g. a global's initializer).
+        by_path = {p: n for n, p in info.symbols.items()}
+        work = list(doomed)
+        while work:
+            for user in info.users.get(work.pop(), []):
+                owner = by_path.get(user)
+                if owner is not None and owner not in doomed:
+                    doomed.add(owner)
+                    work.append(owner)
+        root = program.clone()
+        doomed_paths = {info.symbols[n] for n in doomed}
+        user_paths = {
+            p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3
+        }
+        publish = [info.symbols[t] for t in keep_targets if t not in doomed]
+        ops = resolve(root, set(doomed_paths) | user_paths | set(publish))
+        for path in publish:
+            if "sym_visibility" in ops[path].attributes:
+                del ops[path].attributes["sym_visibility"]
+        rewriter = Rewriter(root, called=set(info.users))
+        rewriter.drop([ops[p] for p in outermost(user_paths)])
+        for path in sorted(doomed_paths):
+            ops[path].erase()
+        return root
