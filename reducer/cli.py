@@ -90,7 +90,7 @@ def main(
         strategies=_names(only),
         skip_strategies=_names(skip) or (),
     )
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
     try:
         result = session.reduce_file(settings)
     except UserError as exc:

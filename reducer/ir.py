@@ -5,6 +5,8 @@ Imported lazily so that worker processes are forked before any MLIR state exists
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -95,3 +97,18 @@ def count_ops(root: ir.Operation) -> int:
 
     root.walk(visit)
     return count - 1  # the module itself is not part of the program
+
+
+_SHAPED_DIMS = re.compile(r"\b(?:tensor|vector|memref)<((?:(?:\d+|\?|\[\d+\])x)+)")
+
+
+def tensor_volume(text: str) -> int:
+    """Total static elements over every shaped type spelled in text.
+
+    Ranks `tensor<8xf32>` above `tensor<1xf32>` although both print in the same bytes.
+    """
+    total = 0
+    for m in _SHAPED_DIMS.finditer(text):
+        dims = [int(d.strip("[]")) for d in m.group(1).split("x")[:-1] if d != "?"]
+        total += math.prod(dims)
+    return total

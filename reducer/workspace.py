@@ -21,14 +21,16 @@ log = logging.getLogger(__name__)
 
 @attrs.frozen(order=False)
 class Size:
-    """Ops first (None when the text is not MLIR), then bytes: the order candidates must descend."""
+    """Ops (None when the text is not MLIR), then bytes, then tensor volume: the order
+    candidates must strictly descend in, which also guarantees the search ends."""
 
     ops: int | None
     bytes: int
+    volume: int = 0
 
     def smaller_than(self, other: Size) -> bool:
         if self.ops is not None and other.ops is not None:
-            return (self.ops, self.bytes) < (other.ops, other.bytes)
+            return (self.ops, self.bytes, self.volume) < (other.ops, other.bytes, other.volume)
         return self.bytes < other.bytes
 
     def __str__(self) -> str:
@@ -131,7 +133,7 @@ class MLIRWorkspace(Workspace):
         root = module.operation  # type: ignore[attr-defined]
         text = irutil.to_text(root, self.options, verified=False)
         self.program = Program(text, root)
-        self.size = Size(irutil.count_ops(root), len(text.encode()))
+        self.size = Size(irutil.count_ops(root), len(text.encode()), irutil.tensor_volume(text))
 
     def _finish(self, result: object) -> tuple[str, Size] | Rejected:
         keep = None
@@ -143,7 +145,7 @@ class MLIRWorkspace(Workspace):
         if self.verify:
             irutil.verify(root)  # type: ignore[arg-type]
         text = irutil.to_text(root, self.options, verified=self.verify)  # type: ignore[arg-type]
-        size = Size(irutil.count_ops(root), len(text.encode()))  # type: ignore[arg-type]
+        size = Size(irutil.count_ops(root), len(text.encode()), irutil.tensor_volume(text))  # type: ignore[arg-type]
         del keep
         return text, size
 

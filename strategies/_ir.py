@@ -31,29 +31,6 @@ def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir
                     yield from walk_paths(op, path)
 
 
-def resolve(root: ir.Operation, paths: Iterable[Path]) -> dict[Path, ir.Operation]:
-    """Look up many paths with one walk (indexing a block's op list is linear per lookup)."""
-    wanted = set(paths)
-    if not wanted:
-        return {}
-    deepest = max(len(p) for p in wanted)
-    prefixes = {p[:n] for p in wanted for n in range(3, len(p), 3)}
-    found: dict[Path, ir.Operation] = {}
-
-    def visit(op: ir.Operation, prefix: Path) -> None:
-        for r, region in enumerate(op.regions):
-            for b, block in enumerate(region.blocks):
-                for i, child in enumerate(block.operations):
-                    path = prefix + (r, b, i)
-                    if path in wanted:
-                        found[path] = child.operation
-                    if path in prefixes and len(path) < deepest:
-                        visit(child.operation, path)
-
-    visit(root, ())
-    return found
-
-
 def outermost(paths: Iterable[Path]) -> list[Path]:
     """Drop paths nested inside another path of the set: erasing the parent erases them."""
     ordered = sorted(set(paths))
@@ -149,47 +126,75 @@ class Rewriter:
     A replacement is, in order of preference: a same-typed operand of the erased op,
     the earliest dominating same-typed value, a zero constant, a new argument of the
     enclosing function (when nothing calls it), and finally `ub.poison`.
+
+    Ops are named by path from one walk made before any change. Binding objects for an
+    erased op dangle (and its address may be reused by a new op), so after erasing
+    nothing is looked up by object: only by path, through the table made beforehand.
     """
 
     def __init__(self, root: ir.Operation, called: set[str] | None = None) -> None:
         self.root = root
-        self.erased: set[ir.Operation] = set()
+        self.table: dict[Path, ir.Operation] = dict(walk_paths(root))
+        self._path_of: dict[int, Path] = {hash(op): p for p, op in self.table.items()}
+        self._erased: set[Path] = set()
         self._called = called
         self._zero_cache: dict[str, Any] = {}
-        self._first_of_type: dict[Any, tuple[dict[str, ir.Value], dict[ir.Operation, int]]] = {}
-        self._dropping: set[ir.Operation] = set()
+        self._first_of_type: dict[Any, tuple[dict[str, ir.Value], dict[int, int]]] = {}
+        self._dropping: set[int] = set()
 
     # -- public -----------------------------------------------------------------
-    def drop(self, ops: list[ir.Operation], prune: bool = True) -> None:
-        """Erase ops (given in program order, none nested in another) and rewire their uses."""
-        self._dropping = set(ops)
-        feeders: list[ir.Operation] = []
-        for op in ops:
-            if op in self.erased:
+    def is_erased(self, path: Path) -> bool:
+        return any(path[:n] in self._erased for n in range(3, len(path) + 1, 3))
+
+    def drop(self, paths: list[Path], prune: bool = True) -> None:
+        """Erase the ops at paths (in program order) and rewire their uses."""
+        paths = outermost(p for p in paths if p in self.table)
+        self._dropping = {hash(self.table[p]) for p in paths}
+        feeders: list[Path] = []
+        for path in paths:
+            if self.is_erased(path):
                 continue
-            for operand in op.operands:
-                owner = operand.owner
-                if isinstance(owner, ir.OpView) or isinstance(owner, ir.Operation):
-                    feeders.append(owner.operation)
+            op = self.table[path]
+            feeders += self._feeders(op)
             for result in op.results:
                 if _has_uses(result):
                     result.replace_all_uses_with(self.replacement(result, op))
-            self._erase(op)
+            self._erase(path)
         if prune:
             self.prune(feeders)
 
-    def prune(self, ops: list[ir.Operation]) -> None:
+    def erase(self, path: Path) -> None:
+        """Erase the op at path as it is (its results must be unused)."""
+        self._erase(path)
+
+    def prune(self, paths: list[Path]) -> None:
         """Erase ops whose results all became unused, and then their feeders, transitively."""
-        work = list(reversed(ops))
+        self._first_of_type.clear()  # holds values, hence ops, that may be erased now
+        work = list(reversed(paths))
         while work:
-            op = work.pop()
-            if op in self.erased or not len(op.results) or is_terminator(op):
+            path = work.pop()
+            if self.is_erased(path):
                 continue
-            if symbol_name(op) is not None or any(_has_uses(r) for r in op.results):
+            op = self.table[path]
+            if not len(op.results) or is_terminator(op) or symbol_name(op) is not None:
                 continue
-            feeders = [v.owner.operation for v in op.operands if not isinstance(v.owner, ir.Block)]
-            self._erase(op)
+            if any(_has_uses(r) for r in op.results):
+                continue
+            feeders = self._feeders(op)
+            self._erase(path)
             work.extend(reversed(feeders))
+
+    def _feeders(self, op: ir.Operation) -> list[Path]:
+        """Paths of the ops defining op's operands (op is live, so they are too)."""
+        out = []
+        for value in op.operands:
+            owner = value.owner
+            if isinstance(owner, ir.Block):
+                continue
+            path = self._path_of.get(hash(owner.operation))
+            if path is not None:  # None: an op this rewriter created
+                out.append(path)
+        return out
 
     # -- replacements --------------------------------------------------------------
     def replacement(self, value: ir.Value, op: ir.Operation) -> ir.Value:
@@ -242,11 +247,11 @@ class Rewriter:
             if value is None:
                 continue
             owner = value.owner
-            if isinstance(owner, ir.Block) or position[owner.operation] < position[before]:
+            if isinstance(owner, ir.Block) or position[hash(owner.operation)] < position[hash(before)]:
                 return value
         return None
 
-    def _block_index(self, block: ir.Block) -> tuple[dict[str, ir.Value], dict[ir.Operation, int]]:
+    def _block_index(self, block: ir.Block) -> tuple[dict[str, ir.Value], dict[int, int]]:
         """First surviving value of each type in block, and every op's position in it."""
         cached = self._first_of_type.get(block)
         if cached is not None:
@@ -254,11 +259,11 @@ class Rewriter:
         first: dict[str, ir.Value] = {}
         for arg in block.arguments:
             first.setdefault(str(arg.type), arg)
-        position: dict[ir.Operation, int] = {}
+        position: dict[int, int] = {}
         for i, child in enumerate(block.operations):
             child = child.operation
-            position[child] = i
-            if child in self._dropping:
+            position[hash(child)] = i
+            if hash(child) in self._dropping:
                 continue
             for result in child.results:
                 first.setdefault(str(result.type), result)
@@ -295,8 +300,14 @@ class Rewriter:
             self._called = called
         return self._called
 
-    def _erase(self, op: ir.Operation) -> None:
-        self.erased.add(op)
+    def _erase(self, path: Path) -> None:
+        self._erased.add(path)
+        op = self.table.pop(path)
+        # The bindings map addresses to live binding objects; an erased op's object must
+        # die with it, or a new op at the same address is handed back as "invalidated".
+        if len(op.regions):
+            for nested in [p for p in self.table if p[: len(path)] == path]:
+                del self.table[nested]
         op.erase()
 
 

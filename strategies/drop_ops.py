@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, is_terminator, outermost, resolve, symbol_name, walk_paths
+from strategies._ir import Rewriter, is_terminator, symbol_name, walk_paths
 
 
 class DropOps(Strategy):
@@ -33,9 +33,5 @@ class DropOps(Strategy):
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
-        paths = outermost(e.path for e in edits)
-        ops = resolve(root, paths)
-        if len(ops) != len(paths):
-            return None
-        Rewriter(root).drop([ops[p] for p in paths])
+        Rewriter(root).drop(sorted(e.path for e in edits))
         return root

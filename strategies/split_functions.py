@@ -14,7 +14,7 @@ import networkx as nx
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Path, Rewriter, is_function, outermost, referenced_symbols, resolve, symbol_name, walk_paths
+from strategies._ir import Path, Rewriter, is_function, referenced_symbols, symbol_name, walk_paths
 
 
 @attrs.frozen
@@ -93,13 +93,13 @@ class SplitFunctions(Strategy):
         user_paths = {
             p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3
         }
-        publish = [info.symbols[t] for t in keep_targets if t not in doomed]
-        ops = resolve(root, set(doomed_paths) | user_paths | set(publish))
-        for path in publish:
-            if "sym_visibility" in ops[path].attributes:
-                del ops[path].attributes["sym_visibility"]
         rewriter = Rewriter(root, called=set(info.users))
-        rewriter.drop([ops[p] for p in outermost(user_paths)])
+        for target in keep_targets:
+            if target not in doomed:  # an entry point must not be private, or compilers drop it
+                op = rewriter.table[info.symbols[target]]
+                if "sym_visibility" in op.attributes:
+                    del op.attributes["sym_visibility"]
+        rewriter.drop(sorted(user_paths))
         for path in sorted(doomed_paths):
-            ops[path].erase()
+            rewriter.erase(path)
         return root
