@@ -94,27 +94,27 @@ def main(
     try:
         result = session.reduce_file(settings)
     except UserError as exc:
-        console.print(f"ireereduce: error: {exc}", markup=False, highlight=False)
+        click.echo(f"ireereduce: error: {exc}", err=True)
         sys.exit(exc.code)
     except Interrupted as exc:
         _summary(console, exc.result)
-        console.print(f"ireereduce: interrupted; the smallest interesting program so far is in {exc.result.output}", markup=False)
+        click.echo(f"ireereduce: interrupted; the smallest interesting program so far is in {exc.result.output}", err=True)
         sys.exit(session.EXIT_INTERRUPTED)
     except Flaky as exc:
         _summary(console, exc.result)
-        console.print(
+        click.echo(
             f"ireereduce: error: the reduced program in {exc.result.output} was not interesting when checked again; "
             "the check is flaky (make it deterministic, or raise --timeout)",
-            markup=False,
+            err=True,
         )
         sys.exit(session.EXIT_FLAKY)
     except KeyboardInterrupt:
-        console.print("ireereduce: interrupted before reduction started", markup=False)
+        click.echo("ireereduce: interrupted before reduction started", err=True)
         sys.exit(session.EXIT_INTERRUPTED)
     except Exception as exc:
         if debug:
             raise
-        console.print(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", markup=False)
+        click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
         sys.exit(session.EXIT_INTERNAL)
     _summary(console, result)
 
@@ -157,6 +157,7 @@ def _summary(console: Console, result: Result) -> None:
         f"{result.seconds:.1f} s (engine {s.engine_seconds:.1f} s, waiting on checks {s.wait_seconds:.1f} s)",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
 
 

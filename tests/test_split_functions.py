@@ -1,0 +1,74 @@
+from conftest import workspace
+
+from strategies.split_functions import SplitFunctions
+
+MODULE = """
+util.global private @g = dense<1.0> : tensor<4xf32>
+func.func private @leaf(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = math.exp %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func private @mid(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = call @leaf(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %w = util.global.load @g : tensor<4xf32>
+  %1 = arith.addf %0, %w : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = call @mid(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = arith.negf %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func @unrelated(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+"""
+
+
+def apply(*picks: tuple[str, str]) -> str:
+    ws = workspace(MODULE)
+    s = SplitFunctions()
+    edits = s.opportunities(ws.program)
+    chosen = [e for e in edits if (e.kind, e.arg) in picks]
+    assert len(chosen) == len(picks)
+    cand = ws.materialize(s, chosen)
+    assert hasattr(cand, "text"), cand
+    return cand.text
+
+
+def test_edits_cover_functions_and_symbols():
+    ws = workspace(MODULE)
+    edits = SplitFunctions().opportunities(ws.program)
+    assert {(e.kind, e.arg) for e in edits if e.kind == "keep-only"} == {
+        ("keep-only", f) for f in ("leaf", "mid", "main", "unrelated")
+    }
+    assert {e.arg for e in edits if e.kind == "delete"} == {"g", "leaf", "mid", "main", "unrelated"}
+
+
+def test_keep_only_keeps_what_the_function_needs_and_makes_it_public():
+    out = apply(("keep-only", "mid"))
+    assert "@unrelated" not in out and "@main" not in out
+    assert "@leaf" in out and "util.global private @g" in out
+    assert "func.func @mid" in out  # no longer private: it is the entry point now
+
+
+def test_keep_only_several_keeps_the_union():
+    out = apply(("keep-only", "leaf"), ("keep-only", "unrelated"))
+    assert "@leaf" in out and "@unrelated" in out and "@mid" not in out and "@g" not in out
+
+
+def test_delete_rewires_calls_like_drop_ops():
+    out = apply(("delete", "leaf"))
+    assert "@leaf" not in out
+    assert "call" in out  # main still calls mid
+    assert "arith.addf %arg0" in out  # the call result was forwarded from its operand
+
+
+def test_delete_global_drops_its_loads():
+    out = apply(("delete", "g"))
+    assert "util.global" not in out
+
+
+def test_deleting_a_callee_with_all_its_callers():
+    out = apply(("delete", "mid"), ("delete", "leaf"), ("delete", "g"))
+    assert "@mid" not in out and "@leaf" not in out and "arith.negf %arg0" in out
