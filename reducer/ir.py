@@ -99,7 +99,8 @@ def count_ops(root: ir.Operation) -> int:
     return count - 1  # the module itself is not part of the program
 
 
-_SHAPED_DIMS = re.compile(r"\b(?:tensor|vector|memref)<((?:(?:\d+|\?|\[\d+\])x)+)")
+#: A shaped type's kind (group 1) and its dimension prefix (group 2), e.g. "tensor", "4x?x".
+SHAPED_DIMS = re.compile(r"\b(tensor|vector|memref)<((?:(?:\d+|\?|\[\d+\])x)+)")
 
 
 def tensor_volume(text: str) -> int:
@@ -108,7 +109,7 @@ def tensor_volume(text: str) -> int:
     Ranks `tensor<8xf32>` above `tensor<1xf32>` although both print in the same bytes.
     """
     total = 0
-    for m in _SHAPED_DIMS.finditer(text):
-        dims = [int(d.strip("[]")) for d in m.group(1).split("x")[:-1] if d != "?"]
+    for m in SHAPED_DIMS.finditer(text):
+        dims = [int(d.strip("[]")) for d in m.group(2).split("x")[:-1] if d != "?"]
         total += math.prod(dims)
     return total

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 import attrs
 
+from reducer.ir import SHAPED_DIMS
 from reducer.strategy import Edit, Program, Strategy
 
 _DENSE = re.compile(r"\b(dense|dense_resource)<")
-_SHAPED_DIMS = re.compile(r"\b(tensor|vector|memref)<((?:(?:\d+|\?|\[\d+\])x)+)")
 _FIRST_SCALAR = re.compile(r"\(\s*[^)]*\)|[^\[\],\s]+")
 
 
@@ -95,7 +95,7 @@ def find_literals(text: str) -> list[Literal]:
 
 def find_dims(text: str) -> Counter[int]:
     dims: Counter[int] = Counter()
-    for m in _SHAPED_DIMS.finditer(text):
+    for m in SHAPED_DIMS.finditer(text):
         for d in m.group(2).split("x"):
             if d.isdigit() and int(d) > 1:
                 dims[int(d)] += 1
@@ -134,7 +134,7 @@ class ShrinkTensors(Strategy):
                 dims = [str(target.get(int(d), d)) if d.isdigit() else d for d in m.group(2).split("x")[:-1]]
                 return f"{m.group(1)}<{'x'.join(dims)}x"
 
-            text = _SHAPED_DIMS.sub(shrink, text)
+            text = SHAPED_DIMS.sub(shrink, text)
         return text if text != program.text else None
 
     @staticmethod
