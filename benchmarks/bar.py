@@ -64,7 +64,10 @@ def run_tool(tool: str, src_text: str, body: str) -> tuple[int, float, int, bool
         else:
             cmd = ["mlir-reduce", str(src), f"-reduction-tree=traversal-mode=0 test={check}", "-o", str(out)]
         start = time.monotonic()
-        subprocess.run(cmd, capture_output=True, timeout=1800)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or [""])[-1]
+            print(f"    {tool} exited {proc.returncode}: {last[:200]}", file=sys.stderr)
         seconds = time.monotonic() - start
         text = out.read_text() if out.exists() else src_text
         still = subprocess.run(["sh", "-c", body.replace('"$f"', f'"{out if out.exists() else src}"')]).returncode == 0
