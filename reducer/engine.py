@@ -101,12 +101,15 @@ class Engine:
         return [s for _, s in sorted(enumerate(self.strategies), key=rank)]
 
     # -- one strategy ------------------------------------------------------------------
-    def _reduce_with(self, strategy: Strategy) -> bool:
+    def _edits(self, strategy: Strategy) -> list[Edit]:
         try:
-            edits = self.ws.opportunities(strategy)
+            return self.ws.opportunities(strategy)
         except Exception as exc:  # a faulty strategy is skipped, never fatal
             log.warning("strategy %s could not list its edits: %s: %s", strategy.name, type(exc).__name__, exc)
-            return False
+            return []
+
+    def _reduce_with(self, strategy: Strategy) -> bool:
+        edits = self._edits(strategy)
         if not edits:
             return False
         changed = False
@@ -131,10 +134,8 @@ class Engine:
             # Edits of failed chunks before the last committed one presumably survive in
             # the new list; resume right after them instead of retrying them at once.
             survivors = sum(len(c) for i, c in enumerate(chunks) if i not in committed and i < max(committed))
-            try:
-                edits = self.ws.opportunities(strategy)
-            except Exception as exc:
-                log.warning("strategy %s could not list its edits: %s", strategy.name, exc)
+            edits = self._edits(strategy)
+            if not edits:
                 return True
             offset = starts[0] + survivors
             chunk = min(chunk, max(1, len(edits)))

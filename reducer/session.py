@@ -150,7 +150,7 @@ def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]
     return chosen
 
 
-def _choose_workspace(text: str, original_ok: Verdict, oracle: Oracle, verify: bool) -> Workspace:
+def _choose_workspace(text: str, oracle: Oracle, verify: bool) -> Workspace:
     """MLIR if the input parses and the check still likes it once re-printed; else text."""
     try:
         ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
@@ -202,7 +202,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     # Workers are forked before any MLIR context exists in this process.
     factory = executor_factory or LocalExecutor
     with factory(oracle, settings.jobs) as executor:  # type: ignore[call-arg]
-        ws = _choose_workspace(text, verdict, oracle, settings.verify)
+        ws = _choose_workspace(text, oracle, settings.verify)
         strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
         log.info(
             "reducing %s (%s) as %s with %d workers, check timeout %.1f s",

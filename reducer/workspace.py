@@ -128,9 +128,13 @@ class MLIRWorkspace(Workspace):
         self.options = options
         self._set(irutil.parse(self.canonical(options), self.ctx))
 
-    def _set(self, module: object) -> None:
+    def _set(self, module: object, known: Candidate | None = None) -> None:
+        """Make module current; a committed candidate already carries its canonical text and size."""
         self._module = module  # keeps the IR alive
         root = module.operation  # type: ignore[attr-defined]
+        if known is not None:
+            self.program, self.size = Program(known.text, root), known.size
+            return
         text = irutil.to_text(root, self.options, verified=False)
         self.program = Program(text, root)
         self.size = Size(irutil.count_ops(root), len(text.encode()), irutil.tensor_volume(text))
@@ -151,4 +155,4 @@ class MLIRWorkspace(Workspace):
 
     def commit(self, candidate: Candidate) -> None:
         # Re-parse the accepted text: strategies then see exactly what the oracle judged.
-        self._set(irutil.parse(candidate.text, self.ctx))
+        self._set(irutil.parse(candidate.text, self.ctx), known=candidate)
