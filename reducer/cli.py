@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+from pathlib import Path
 
+import attrs
 import click
 import multiprocessing_logging
 from rich.console import Console
@@ -60,6 +63,7 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
 @click.option("--list-strategies", is_flag=True, expose_value=False, is_eager=True, callback=_list_strategies, help="List the strategies and exit.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Also write the full log (all workers) here.")
+@click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the run's numbers (sizes, checks, engine vs check time, per strategy) here as JSON.")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv: every check).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the final summary.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
@@ -74,6 +78,7 @@ def main(
     only: str | None,
     skip: str | None,
     log_file: str | None,
+    stats_json: str | None,
     verbose: int,
     quiet: bool,
     debug: bool,
@@ -98,10 +103,12 @@ def main(
         sys.exit(exc.code)
     except Interrupted as exc:
         _summary(console, exc.result)
+        _write_stats(stats_json, exc.result, "interrupted")
         click.echo(f"ireereduce: interrupted; the smallest interesting program so far is in {exc.result.output}", err=True)
         sys.exit(session.EXIT_INTERRUPTED)
     except Flaky as exc:
         _summary(console, exc.result)
+        _write_stats(stats_json, exc.result, "flaky")
         click.echo(
             f"ireereduce: error: the reduced program in {exc.result.output} was not interesting when checked again; "
             "the check is flaky (make it deterministic, or raise --timeout)",
@@ -117,6 +124,16 @@ def main(
         click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
         sys.exit(session.EXIT_INTERNAL)
     _summary(console, result)
+    _write_stats(stats_json, result, "done")
+
+
+def _write_stats(path: str | None, result: Result, status: str) -> None:
+    """Machine-readable numbers for benchmarks and bots; the summary table is for people."""
+    if not path:
+        return
+    data = attrs.asdict(result.stats)
+    data.update(status=status, mode=result.mode, output=str(result.output), seconds=result.seconds)
+    Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:

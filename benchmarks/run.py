@@ -1,0 +1,315 @@
+"""Reduce every benchmark case with ireereduce and with each peer under the same conditions,
+then print the comparison table.
+
+    python benchmarks/run.py run [--cases a,b] [--tools x,y] [--cap 300]   # appends to results.json
+    python benchmarks/run.py table                                        # prints the Markdown table
+    python benchmarks/run.py list                                         # cases and tools
+
+Conditions for every (case, tool): a fresh copy of the input under the name input.mlir, the
+same check wrapped to count its calls, the same wall-clock cap, 2 workers where the tool
+supports them. At the cap the tool gets SIGINT (all of them save their best on Ctrl-C),
+then SIGKILL 20 s later. The output is re-checked with the unwrapped check, and kept in
+benchmarks/results/outputs/CASE/TOOL.mlir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+import attrs
+import click
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+from cases import BY_NAME, CASES, Case  # noqa: E402
+
+RESULTS = HERE / "results" / "results.json"
+OUTPUTS = HERE / "results" / "outputs"
+SHRINKRAY = Path(os.environ.get("SHRINKRAY", "/work/peers/shrinkray-venv/bin/shrinkray"))
+
+IREE_REDUCE_SHIM = """
+import ctypes, os, sys, iree.compiler
+lib = ctypes.CDLL(os.path.join(os.path.dirname(iree.compiler.__file__), "_mlir_libs", "libIREECompiler.so"))
+args = ["iree-reduce"] + sys.argv[1:]
+argv = (ctypes.c_char_p * (len(args) + 1))(*[a.encode() for a in args], None)
+sys.exit(lib.ireeReduceRunMain(len(args), argv))
+"""
+
+LITHIUM_CONDITION = """
+import subprocess
+def interesting(cli_args, temp_prefix):
+    return subprocess.run(cli_args).returncode == 0
+"""
+
+
+@attrs.define
+class Record:
+    case: str
+    tool: str
+    ops: int | None  # body ops (not module/func/return); None if it doesn't parse
+    bytes: int
+    seconds: float
+    calls: int
+    still_interesting: bool
+    capped: bool
+    exit_code: int
+    engine_seconds: float | None = None
+    wait_seconds: float | None = None
+    cap: float = 0.0
+    date: str = ""
+    note: str = ""
+
+
+# --- the tools -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Tool:
+    """How to run one reducer: its command in the work dir, and where its result lands."""
+
+    name: str
+    command: Callable[[Path, Path], list[str]]  # (work dir, check script) -> argv
+    result: str = "input.mlir"  # relative to the work dir
+    invert: bool = False  # mlir-reduce: non-zero exit means interesting
+    available: Callable[[], bool] = lambda: True
+    upstream_only: bool = False
+
+
+def _ireereduce(jobs: int) -> Callable[[Path, Path], list[str]]:
+    return lambda w, c: [
+        "ireereduce", "input.mlir", "--check", str(c), "-o", "out.mlir", "-j", str(jobs), "-q", "--stats-json", "stats.json",
+    ]
+
+
+def _iree_reduce(w: Path, c: Path) -> list[str]:
+    (w / "shim.py").write_text(IREE_REDUCE_SHIM)
+    return [sys.executable, "shim.py", "-o", "out.mlir", str(c), "input.mlir"]
+
+
+def _lithium(w: Path, c: Path) -> list[str]:
+    (w / "cond.py").write_text(LITHIUM_CONDITION)
+    (w / "lithium-tmp").mkdir()
+    return ["lithium", "--tempdir", str(w / "lithium-tmp"), "cond.py", str(c), "input.mlir"]
+
+
+def _picire(w: Path, c: Path) -> list[str]:
+    return ["picire", "-i", "input.mlir", "--test", str(c), "-p", "-j", "2", "--cache", "content", "-o", "picire-out"]
+
+
+TOOLS = [
+    Tool("ireereduce -j2", _ireereduce(2), "out.mlir"),
+    Tool("ireereduce -j1", _ireereduce(1), "out.mlir"),
+    Tool("iree-reduce", _iree_reduce, "out.mlir"),
+    Tool(
+        "mlir-reduce",
+        lambda w, c: ["mlir-reduce-19", "input.mlir", f"-reduction-tree=traversal-mode=0 test={c}", "-o", "out.mlir"],
+        "out.mlir",
+        invert=True,
+        available=lambda: shutil.which("mlir-reduce-19") is not None,
+        upstream_only=True,
+    ),
+    Tool("cvise", lambda w, c: ["cvise", "--n", "2", "--not-c", "--tidy", "--timeout", "120", str(c), "input.mlir"],
+         available=lambda: shutil.which("cvise") is not None),
+    Tool("creduce", lambda w, c: ["creduce", "--n", "2", "--not-c", "--tidy", "--timeout", "120", str(c), "input.mlir"],
+         available=lambda: shutil.which("creduce") is not None),
+    Tool(
+        "shrinkray",
+        lambda w, c: [str(SHRINKRAY), "--parallelism", "2", "--ui", "basic", "--no-llm", "--timeout", "120", str(c), "input.mlir"],
+        available=SHRINKRAY.exists,
+    ),
+    Tool("lithium", _lithium, available=lambda: shutil.which("lithium") is not None),
+    Tool("picire", _picire, "picire-out/input.mlir", available=lambda: shutil.which("picire") is not None),
+]
+TOOL_BY_NAME = {t.name: t for t in TOOLS}
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+def wrap_check(work: Path, case: Case, invert: bool) -> Path:
+    """The case's check behind a call counter; the same file for every tool."""
+    script = work / "check.sh"
+    tail = "\nr=$?; [ $r -eq 0 ] && exit 1 || exit 0" if invert else ""
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{work / "calls"}"\n'
+        'set -- "$(realpath "${1:-input.mlir}")"\n'
+        f"{case.check}{tail}\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def plain_check(work: Path, case: Case) -> Path:
+    script = work / "recheck.sh"
+    script.write_text(f"#!/bin/sh\n{case.check}\n")
+    script.chmod(0o755)
+    return script
+
+
+def body_ops(text: str) -> int | None:
+    """Ops a user would count: everything but the module, function and return wrappers."""
+    from iree.compiler import ir as mlir
+
+    from reducer import ir
+
+    ctx = ir.new_context()
+    try:
+        module = ir.parse(text, ctx)
+    except ir.ParseError:
+        return None
+    skip = {"builtin.module", "func.func", "func.return"}
+    count = 0
+
+    def visit(op: mlir.Operation) -> mlir.WalkResult:
+        nonlocal count
+        count += op.name not in skip
+        return mlir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return count
+
+
+def run_one(case: Case, tool: Tool, text: str, cap: float) -> Record:
+    work = OUTPUTS / case.name / ("work-" + tool.name.replace(" ", ""))
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "input.mlir").write_text(text)
+    (work / "calls").write_text("")
+    check = wrap_check(work, case, tool.invert)
+    argv = tool.command(work, check)
+    log = open(work / "tool.log", "w")
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    capped = False
+    try:
+        proc.wait(timeout=cap)
+    except subprocess.TimeoutExpired:
+        capped = True
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    seconds = min(time.monotonic() - start, cap) if capped else time.monotonic() - start
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # leftovers (picire workers, compilers)
+    except ProcessLookupError:
+        pass
+    log.close()
+    calls = len((work / "calls").read_text().split())
+    result = work / tool.result
+    out_text = result.read_text() if result.exists() else text
+    kept = OUTPUTS / case.name / (tool.name.replace(" ", "") + ".mlir")
+    kept.write_text(out_text)
+    recheck_dir = work / "recheck"
+    recheck_dir.mkdir(exist_ok=True)
+    (recheck_dir / "input.mlir").write_text(out_text)
+    still = subprocess.run([str(plain_check(work, case)), "input.mlir"], cwd=recheck_dir).returncode == 0
+    stats = {}
+    if (work / "stats.json").exists():
+        stats = json.loads((work / "stats.json").read_text())
+    note = "" if result.exists() else "no output written"
+    return Record(
+        case=case.name, tool=tool.name, ops=body_ops(out_text), bytes=len(out_text.encode()), seconds=round(seconds, 1),
+        calls=calls, still_interesting=still, capped=capped, exit_code=proc.returncode,
+        engine_seconds=stats.get("engine_seconds"), wait_seconds=stats.get("wait_seconds"), cap=cap,
+        date=date.today().isoformat(), note=note,
+    )
+
+
+def load() -> list[dict]:
+    return json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+
+
+def save(record: Record) -> None:
+    rows = [r for r in load() if (r["case"], r["tool"]) != (record.case, record.tool)]
+    rows.append(attrs.asdict(record))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RESULTS.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rows, indent=1) + "\n")
+    tmp.replace(RESULTS)
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+
+
+@click.group()
+def cli() -> None:
+    """ireereduce vs its peers on the benchmark corpus."""
+
+
+@cli.command("list")
+def list_cmd() -> None:
+    for c in CASES:
+        click.echo(f"case  {c.name:<18} {c.summary}")
+    for t in TOOLS:
+        click.echo(f"tool  {t.name:<18} {'available' if t.available() else 'NOT INSTALLED'}")
+
+
+@cli.command()
+@click.option("--cases", help="Comma-separated case names [default: all].")
+@click.option("--tools", help="Comma-separated tool names [default: all installed].")
+@click.option("--cap", type=float, default=300.0, show_default=True, help="Wall-clock cap per (case, tool), seconds.")
+def run(cases: str | None, tools: str | None, cap: float) -> None:
+    chosen_cases = [BY_NAME[n] for n in cases.split(",")] if cases else CASES
+    chosen_tools = [TOOL_BY_NAME[n] for n in tools.split(",")] if tools else [t for t in TOOLS if t.available()]
+    for case in chosen_cases:
+        text = case.make()
+        click.echo(f"{case.name}: {body_ops(text)} ops, {len(text)} bytes", err=True)
+        for tool in chosen_tools:
+            if tool.upstream_only and not case.upstream:
+                continue
+            rec = run_one(case, tool, text, cap)
+            save(rec)
+            click.echo(
+                f"  {tool.name:<15} ops={rec.ops} bytes={rec.bytes} {rec.seconds:.1f}s calls={rec.calls} "
+                f"still={'yes' if rec.still_interesting else 'NO'}{' CAPPED' if rec.capped else ''} rc={rec.exit_code}",
+                err=True,
+            )
+
+
+def _fmt_ops(r: dict) -> str:
+    ops = "unparsable" if r["ops"] is None else str(r["ops"])
+    return ops if r["still_interesting"] else f"{ops} (not interesting!)"
+
+
+@cli.command()
+def table() -> None:
+    """Print the comparison as Markdown, one block per case, best final size first."""
+    rows = load()
+    click.echo(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; cap per run as shown.\n")
+    click.echo("| case | tool | final ops | bytes | wall s | oracle calls | engine share | still fails | notes |")
+    click.echo("|---|---|---:|---:|---:|---:|---:|---|---|")
+    for case in CASES:
+        mine = [r for r in rows if r["case"] == case.name]
+        if not mine:
+            continue
+        original = case.make()
+        click.echo(f"| **{case.name}** | (original) | {body_ops(original)} | {len(original.encode())} | | | | yes | {case.summary} |")
+        mine.sort(key=lambda r: (not r["still_interesting"], r["ops"] if r["ops"] is not None else 10**9, r["bytes"], r["seconds"]))
+        for r in mine:
+            share = ""
+            if r.get("engine_seconds") is not None and r["seconds"]:
+                share = f"{100 * r['engine_seconds'] / r['seconds']:.0f}%"
+            notes = ", ".join(x for x in [f"capped at {r['cap']:.0f} s" if r["capped"] else "", r.get("note", ""), f"exit {r['exit_code']}" if r["exit_code"] not in (0, None) and not r["capped"] else ""] if x)
+            click.echo(
+                f"| | {r['tool']} | {_fmt_ops(r)} | {r['bytes']} | {r['seconds']:.1f} | {r['calls']} | {share} | "
+                f"{'yes' if r['still_interesting'] else 'NO'} | {notes} |"
+            )
+
+
+if __name__ == "__main__":
+    cli()
