@@ -181,8 +181,8 @@ def body_ops(text: str) -> int | None:
     return count
 
 
-def run_one(case: Case, tool: Tool, text: str, cap: float) -> Record:
-    work = OUTPUTS / case.name / ("work-" + tool.name.replace(" ", ""))
+def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPUTS) -> Record:
+    work = outputs / case.name / ("work-" + tool.name.replace(" ", ""))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "input.mlir").write_text(text)
@@ -212,7 +212,7 @@ def run_one(case: Case, tool: Tool, text: str, cap: float) -> Record:
     calls = len((work / "calls").read_text().split())
     result = work / tool.result
     out_text = result.read_text() if result.exists() else text
-    kept = OUTPUTS / case.name / (tool.name.replace(" ", "") + ".mlir")
+    kept = outputs / case.name / (tool.name.replace(" ", "") + ".mlir")
     kept.write_text(out_text)
     recheck_dir = work / "recheck"
     recheck_dir.mkdir(exist_ok=True)

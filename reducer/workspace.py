@@ -19,6 +19,10 @@ from reducer.strategy import Edit, Program, Strategy
 log = logging.getLogger(__name__)
 
 
+#: A candidate's volume when its ops or bytes already differ from the current program's.
+UNKNOWN_VOLUME = -1
+
+
 @attrs.frozen(order=False)
 class Size:
     """Ops (None when the text is not MLIR), then bytes, then tensor volume: the order
@@ -133,7 +137,10 @@ class MLIRWorkspace(Workspace):
         self._module = module  # keeps the IR alive
         root = module.operation  # type: ignore[attr-defined]
         if known is not None:
-            self.program, self.size = Program(known.text, root), known.size
+            size = known.size
+            if size.volume == UNKNOWN_VOLUME:
+                size = attrs.evolve(size, volume=irutil.tensor_volume(known.text))
+            self.program, self.size = Program(known.text, root), size
             return
         text = irutil.to_text(root, self.options, verified=False)
         self.program = Program(text, root)
@@ -149,7 +156,10 @@ class MLIRWorkspace(Workspace):
         if self.verify:
             irutil.verify(root)  # type: ignore[arg-type]
         text = irutil.to_text(root, self.options, verified=self.verify)  # type: ignore[arg-type]
-        size = Size(irutil.count_ops(root), len(text.encode()), irutil.tensor_volume(text))  # type: ignore[arg-type]
+        ops, nbytes = irutil.count_ops(root), len(text.encode())  # type: ignore[arg-type]
+        # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
+        tie = (ops, nbytes) == (self.size.ops, self.size.bytes)
+        size = Size(ops, nbytes, irutil.tensor_volume(text) if tie else UNKNOWN_VOLUME)
         del keep
         return text, size
 

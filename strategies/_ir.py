@@ -136,6 +136,9 @@ class Rewriter:
         self.root = root
         self.table: dict[Path, ir.Operation] = dict(walk_paths(root))
         self._path_of: dict[int, Path] = {hash(op): p for p, op in self.table.items()}
+        self._kids: dict[Path, list[Path]] = {}
+        for p in self.table:
+            self._kids.setdefault(p[:-3], []).append(p)
         self._erased: set[Path] = set()
         self._called = called
         self._zero_cache: dict[str, Any] = {}
@@ -305,9 +308,11 @@ class Rewriter:
         op = self.table.pop(path)
         # The bindings map addresses to live binding objects; an erased op's object must
         # die with it, or a new op at the same address is handed back as "invalidated".
-        if len(op.regions):
-            for nested in [p for p in self.table if p[: len(path)] == path]:
-                del self.table[nested]
+        todo = list(self._kids.get(path, ()))
+        while todo:
+            nested = todo.pop()
+            self.table.pop(nested, None)
+            todo += self._kids.get(nested, ())
         op.erase()
 
 

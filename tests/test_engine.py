@@ -93,4 +93,27 @@ def test_committed_text_is_what_mlir_prints():
     cand = ws.materialize(s, s.opportunities(ws.program)[:4])
     ws.commit(cand)
     assert ws.program.text == irutil.to_text(ws.program.root, ws.options)
-    assert ws.size == cand.size
+    assert (ws.size.ops, ws.size.bytes) == (cand.size.ops, cand.size.bytes)
+    assert ws.size.volume == irutil.tensor_volume(ws.program.text)  # filled in lazily on commit
+
+
+def test_volume_breaks_a_tie_only_when_ops_and_bytes_are_equal():
+    """Volume is computed only for ties, yet a same-size candidate with smaller shapes still wins."""
+    from conftest import workspace
+
+    from reducer.workspace import UNKNOWN_VOLUME
+
+    class Rewrite:
+        name = "rewrite"
+
+        def apply(self, program, edits):
+            return edits[0](program.text)
+
+    two = "func.func @f(%a: tensor<8xf32>) -> tensor<8xf32> {\n  return %a : tensor<8xf32>\n}\n"
+    ws = workspace(two + two.replace("@f", "@g"))
+    tie = ws.materialize(Rewrite(), [lambda t: t.replace("8x", "1x")])
+    assert tie.size.volume == 3 * 2 < ws.size.volume and tie.size.smaller_than(ws.size)
+    one = ws.materialize(Rewrite(), [lambda t: t.split("func.func @g")[0] + "}"])
+    assert one.size.volume == UNKNOWN_VOLUME and one.size.smaller_than(ws.size)
+    ws.commit(one)
+    assert ws.size.volume == 3 * 8

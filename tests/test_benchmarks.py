@@ -1,0 +1,108 @@
+"""The benchmark harness measures what it claims: the corpus is valid MLIR of the stated
+size with the bug in it, the wrapped check counts calls (and inverts for mlir-reduce),
+and the runner records a real reduction and re-checks its output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import needs_iree
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "checks"))
+
+import cases  # noqa: E402
+import models  # noqa: E402
+import numeric_mismatch  # noqa: E402
+import run  # noqa: E402
+
+from reducer import ir  # noqa: E402
+
+
+def _ops(text: str) -> int:
+    ctx = ir.new_context()
+    module = ir.parse(text, ctx)
+    ir.verify(module.operation)
+    return ir.count_ops(module.operation)
+
+
+@pytest.mark.parametrize("bug", sorted(models.BUGS))
+def test_transformer_is_large_valid_and_carries_its_bug(bug: str) -> None:
+    text = models.transformer(bug=bug)
+    assert 1000 <= _ops(text) <= 10000
+    marker = {"f6": "f6E2M3FN", "tf32": "xtf32>", "i4dyn": "tensor<?xi4>", "i4odd": "tensor<7xi4>", "powf": "math.powf"}[bug]
+    assert marker in text
+    assert "dense<[" in text and "call @softmax" in text and "call @layer" in text
+
+
+def test_convnet_and_upstream_cases_verify() -> None:
+    assert _ops(models.convnet()) > 300
+    text = cases.upstream_divsi()
+    assert text.count("arith.divsi") == 1 and _ops(text) > 500
+
+
+@pytest.mark.parametrize("n", [1000, 5000])
+def test_scale_module_has_the_requested_size_and_one_special_op(n: int) -> None:
+    text = models.scale_module(n)
+    assert abs(_ops(text) - n) < n * 0.05
+    assert text.count("math.cbrt") == 1 and text.count("call @") > 8
+
+
+def test_wrapped_check_counts_calls_and_inverts(tmp_path: Path) -> None:
+    case = cases.Case("t", "t", lambda: "", 'grep -q needle "$1"')
+    (tmp_path / "input.mlir").write_text("needle\n")
+    (tmp_path / "calls").write_text("")
+    plain = run.wrap_check(tmp_path, case, invert=False)
+    assert subprocess.run([str(plain)], cwd=tmp_path).returncode == 0  # cvise style: basename in cwd
+    assert subprocess.run([str(plain), str(tmp_path / "input.mlir")]).returncode == 0
+    inverted = run.wrap_check(tmp_path, case, invert=True)
+    assert subprocess.run([str(inverted), str(tmp_path / "input.mlir")]).returncode == 1
+    assert len((tmp_path / "calls").read_text().split()) == 3
+
+
+def test_body_ops_ignores_wrappers_and_reports_unparsable() -> None:
+    text = "func.func @f(%a: f32) -> f32 {\n  %0 = math.exp %a : f32\n  return %0 : f32\n}\n"
+    assert run.body_ops(text) == 1
+    assert run.body_ops("func.func @f( {") is None
+
+
+def test_runner_records_a_real_reduction(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from programs import chain
+
+    case = cases.Case("tiny", "t", lambda: chain(30), 'grep -q math.exp "$1"')
+    rec = run.run_one(case, run.TOOL_BY_NAME["ireereduce -j2"], chain(30, keep=20), cap=120, outputs=tmp_path)
+    assert rec.ops == 1 and rec.still_interesting and not rec.capped and rec.exit_code == 0
+    assert 0 < rec.calls < 30 and rec.engine_seconds is not None
+    assert (tmp_path / "tiny" / "ireereduce-j2.mlir").read_text().count("math.exp") == 1
+
+
+def test_runner_caps_a_tool_and_keeps_the_input_when_it_writes_nothing(tmp_path: Path) -> None:
+    case = cases.Case("slow", "t", lambda: "", 'sleep 30; true')
+    tool = run.Tool("sleeper", lambda w, c: [str(c), "input.mlir"], "never.mlir")
+    rec = run.run_one(case, tool, "func.func @f() {\n  return\n}\n", cap=1, outputs=tmp_path)
+    assert rec.capped and rec.seconds <= 1.0 and rec.note == "no output written"
+
+
+def test_numeric_check_reads_the_entry_signature() -> None:
+    text = (
+        "func.func private @helper(%x: f32) -> f32 {\n  return %x : f32\n}\n"
+        "func.func @main(%a: tensor<2x?xf32>, %n: index) -> (tensor<2x?xf32>, i32) {\n"
+    )
+    assert numeric_mismatch.entry(text) == ("main", ["tensor<2x?xf32>", "index"], 2)
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_numeric_check_sees_the_powf_mismatch_and_not_a_clean_program(tmp_path: Path) -> None:
+    body = "func.func @main(%a: tensor<8xf32>) -> tensor<8xf32> {{\n  %0 = {op} : tensor<8xf32>\n  return %0 : tensor<8xf32>\n}}\n"
+    bad, good = tmp_path / "bad.mlir", tmp_path / "good.mlir"
+    bad.write_text(body.format(op="math.powf %a, %a"))
+    good.write_text(body.format(op="arith.mulf %a, %a"))
+    script = ROOT / "benchmarks" / "checks" / "numeric_mismatch.py"
+    assert subprocess.run([sys.executable, str(script), str(bad)]).returncode == 0
+    assert subprocess.run([sys.executable, str(script), str(good)]).returncode == 1
