@@ -84,6 +84,7 @@ class Tool:
     invert: bool = False  # mlir-reduce: non-zero exit means interesting
     available: Callable[[], bool] = lambda: True
     upstream_only: bool = False
+    best: Callable[[Path], Path] | None = None  # where its best-so-far is, when not `result`
 
 
 def _ireereduce(jobs: int) -> Callable[[Path, Path], list[str]]:
@@ -101,6 +102,16 @@ def _lithium(w: Path, c: Path) -> list[str]:
     (w / "cond.py").write_text(LITHIUM_CONDITION)
     (w / "lithium-tmp").mkdir()
     return ["lithium", "--tempdir", str(w / "lithium-tmp"), "cond.py", str(c), "input.mlir"]
+
+
+def _lithium_best(w: Path) -> Path:
+    """Lithium writes each candidate over the file and restores the best only on a clean
+    exit; at the cap its best is its newest saved interesting copy, else the original."""
+    tmp = w / "lithium-tmp"
+    if not (tmp / "original.mlir").exists():
+        return w / "input.mlir"
+    keyed = sorted((int(f.name.split("-")[0]), f) for f in tmp.glob("*-interesting*") if f.name.split("-")[0].isdigit())
+    return keyed[-1][1] if keyed else tmp / "original.mlir"
 
 
 def _picire(w: Path, c: Path) -> list[str]:
@@ -128,7 +139,7 @@ TOOLS = [
         lambda w, c: [str(SHRINKRAY), "--parallelism", "2", "--ui", "basic", "--no-llm", "--timeout", "120", str(c), "input.mlir"],
         available=SHRINKRAY.exists,
     ),
-    Tool("lithium", _lithium, available=lambda: shutil.which("lithium") is not None),
+    Tool("lithium", _lithium, available=lambda: shutil.which("lithium") is not None, best=_lithium_best),
     Tool("picire", _picire, "picire-out/input.mlir", available=lambda: shutil.which("picire") is not None),
 ]
 TOOL_BY_NAME = {t.name: t for t in TOOLS}
@@ -210,7 +221,7 @@ def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPU
         pass
     log.close()
     calls = len((work / "calls").read_text().split())
-    result = work / tool.result
+    result = tool.best(work) if tool.best else work / tool.result
     out_text = result.read_text() if result.exists() else text
     kept = outputs / case.name / (tool.name.replace(" ", "") + ".mlir")
     kept.write_text(out_text)
@@ -279,6 +290,26 @@ def run(cases: str | None, tools: str | None, cap: float) -> None:
                 f"still={'yes' if rec.still_interesting else 'NO'}{' CAPPED' if rec.capped else ''} rc={rec.exit_code}",
                 err=True,
             )
+
+
+@cli.command()
+@click.argument("case")
+@click.argument("tool")
+def rescore(case: str, tool: str) -> None:
+    """Re-measure a recorded run's output from its kept work dir (after fixing how a tool's best is found)."""
+    t, c = TOOL_BY_NAME[tool], BY_NAME[case]
+    work = OUTPUTS / case / ("work-" + tool.replace(" ", ""))
+    result = t.best(work) if t.best else work / t.result
+    text = result.read_text() if result.exists() else c.make()
+    (OUTPUTS / case / (tool.replace(" ", "") + ".mlir")).write_text(text)
+    (work / "recheck").mkdir(exist_ok=True)
+    (work / "recheck" / "input.mlir").write_text(text)
+    still = subprocess.run([str(plain_check(work, c)), "input.mlir"], cwd=work / "recheck").returncode == 0
+    for row in load():
+        if (row["case"], row["tool"]) == (case, tool):
+            row.update(ops=body_ops(text), bytes=len(text.encode()), still_interesting=still)
+            save(Record(**row))
+            click.echo(f"{case} {tool}: ops={row['ops']} bytes={row['bytes']} still={still}")
 
 
 def _fmt_ops(r: dict) -> str:

@@ -106,3 +106,14 @@ def test_numeric_check_sees_the_powf_mismatch_and_not_a_clean_program(tmp_path: 
     script = ROOT / "benchmarks" / "checks" / "numeric_mismatch.py"
     assert subprocess.run([sys.executable, str(script), str(bad)]).returncode == 0
     assert subprocess.run([sys.executable, str(script), str(good)]).returncode == 1
+
+
+def test_lithium_best_is_its_newest_interesting_copy(tmp_path: Path) -> None:
+    tmp = tmp_path / "lithium-tmp"
+    tmp.mkdir()
+    (tmp_path / "input.mlir").write_text("a candidate lithium was testing when it was stopped")
+    (tmp / "original.mlir").write_text("original")
+    assert run._lithium_best(tmp_path).name == "original.mlir"  # tested, nothing interesting yet
+    for name in ("1-interesting.mlir", "2-boring.mlir", "10-interesting.mlir", "11-boring.mlir"):
+        (tmp / name).write_text(name)
+    assert run._lithium_best(tmp_path).name == "10-interesting.mlir"
