@@ -250,7 +250,20 @@ class Rewriter:
             if value is None:
                 continue
             owner = value.owner
-            if isinstance(owner, ir.Block) or position[hash(owner.operation)] < position[hash(before)]:
+            if isinstance(owner, ir.Block):
+                return value
+            mine, theirs = position.get(hash(before)), position.get(hash(owner.operation))
+            if mine is None or theirs is None:  # the index predates a change to this block
+                self._first_of_type.pop(block, None)
+                first, position = self._block_index(block)
+                value = first.get(key)
+                if value is None:
+                    continue
+                owner = value.owner
+                if isinstance(owner, ir.Block):
+                    return value
+                mine, theirs = position.get(hash(before)), position.get(hash(owner.operation))
+            if mine is not None and theirs is not None and theirs < mine:
                 return value
         return None
 
