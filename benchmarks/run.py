@@ -317,10 +317,48 @@ def _fmt_ops(r: dict) -> str:
     return ops if r["still_interesting"] else f"{ops} (not interesting!)"
 
 
+def _cell(r: dict | None) -> str:
+    if r is None:
+        return "not run"
+    ops = "unparsable" if r["ops"] is None else str(r["ops"])
+    flag = "" if r["still_interesting"] else " (passes!)"
+    cap = "+" if r["capped"] else ""
+    return f"{ops}{flag} / {r['seconds']:.0f}{cap} s / {r['calls']}"
+
+
+def summary(rows: list[dict]) -> None:
+    """One row per case: ireereduce against the best peer by final size and by calls."""
+    click.echo("Cells: final ops / wall seconds (+ = stopped at the cap) / oracle calls. Peers count only with an")
+    click.echo("output that still fails; fewest calls is among peers that removed at least one op.\n")
+    click.echo("| case | ops in | ireereduce -j2 | -j1 s | engine share | smallest peer result | fewest-calls peer |")
+    click.echo("|---|---:|---|---:|---:|---|---|")
+    for case in CASES:
+        mine = {r["tool"]: r for r in rows if r["case"] == case.name}
+        if not mine:
+            continue
+        ours = mine.get("ireereduce -j2")
+        j1 = mine.get("ireereduce -j1")
+        peers = [r for t, r in mine.items() if not t.startswith("ireereduce") and r["still_interesting"]]
+        best = min(peers, key=lambda r: (r["ops"] if r["ops"] is not None else 10**9, r["seconds"]), default=None)
+        n_in = body_ops(case.make())
+        progressed = [r for r in peers if r["ops"] is not None and r["ops"] < n_in]
+        fewest = min(progressed, key=lambda r: r["calls"], default=None)
+        j1_s = f"{j1['seconds']:.0f}" if j1 else ""
+        share = f"{100 * ours['engine_seconds'] / ours['seconds']:.1f}%" if ours and ours.get("engine_seconds") is not None else ""
+        click.echo(
+            f"| {case.name} | {n_in} | {_cell(ours)} | {j1_s} | {share} | "
+            f"{best['tool'] + ': ' + _cell(best) if best else 'none'} | {fewest['tool'] + ': ' + _cell(fewest) if fewest else 'none'} |"
+        )
+
+
 @cli.command()
-def table() -> None:
+@click.option("--summary", "short", is_flag=True, help="One row per case (what the README carries).")
+def table(short: bool) -> None:
     """Print the comparison as Markdown, one block per case, best final size first."""
     rows = load()
+    if short:
+        summary(rows)
+        return
     click.echo(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; cap per run as shown.\n")
     click.echo("| case | tool | final ops | bytes | wall s | oracle calls | engine share | still fails | notes |")
     click.echo("|---|---|---:|---:|---:|---:|---:|---|---|")
