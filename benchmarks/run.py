@@ -338,7 +338,7 @@ def summary(rows: list[dict]) -> None:
             continue
         ours = mine.get("ireereduce -j2")
         j1 = mine.get("ireereduce -j1")
-        peers = [r for t, r in mine.items() if not t.startswith("ireereduce") and r["still_interesting"]]
+        peers = [r for t, r in mine.items() if not t.startswith("ireereduce") and r["still_interesting"] and r["calls"]]
         best = min(peers, key=lambda r: (r["ops"] if r["ops"] is not None else 10**9, r["seconds"]), default=None)
         n_in = body_ops(case.make())
         progressed = [r for r in peers if r["ops"] is not None and r["ops"] < n_in]
