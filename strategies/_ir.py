@@ -245,27 +245,28 @@ class Rewriter:
             cur = parent
         key = str(t)
         for block, before in reversed(levels):
-            first, position = self._block_index(block)
-            value = first.get(key)
-            if value is None:
-                continue
-            owner = value.owner
-            if isinstance(owner, ir.Block):
-                return value
-            mine, theirs = position.get(hash(before)), position.get(hash(owner.operation))
-            if mine is None or theirs is None:  # the index predates a change to this block
+            found = self._earlier_value(block, before, key)
+            if found is None:  # the cached index may predate a change to this block
                 self._first_of_type.pop(block, None)
-                first, position = self._block_index(block)
-                value = first.get(key)
-                if value is None:
-                    continue
-                owner = value.owner
-                if isinstance(owner, ir.Block):
-                    return value
-                mine, theirs = position.get(hash(before)), position.get(hash(owner.operation))
-            if mine is not None and theirs is not None and theirs < mine:
-                return value
+                found = self._earlier_value(block, before, key)
+            if found is not None and found is not False:
+                return found
         return None
+
+    def _earlier_value(self, block: ir.Block, before: ir.Operation, key: str) -> ir.Value | bool | None:
+        """The block's first value of type key if it is defined before `before`; False if
+        there is none or it comes later; None if the index does not know one of the ops."""
+        first, position = self._block_index(block)
+        value = first.get(key)
+        if value is None:
+            return False
+        owner = value.owner
+        if isinstance(owner, ir.Block):
+            return value
+        mine, theirs = position.get(hash(before)), position.get(hash(owner.operation))
+        if mine is None or theirs is None:
+            return None
+        return value if theirs < mine else False
 
     def _block_index(self, block: ir.Block) -> tuple[dict[str, ir.Value], dict[int, int]]:
         """First surviving value of each type in block, and every op's position in it."""

@@ -141,3 +141,20 @@ def test_every_subset_of_a_linalg_function_verifies_or_is_rejected():
     for size in (n, n // 2, 3, 2, 1):
         for start in range(0, n, max(size, 1)):
             ws.materialize(s, edits[start : start + size])
+
+
+def test_dropping_chunks_of_a_conv_stage_never_fails_on_a_stale_block_index():
+    """Dropping ops inside a block whose index was built before earlier drops used to raise
+    KeyError (5 of 35 chunks here), costing valid candidates as strategy errors."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import models
+
+    ws = workspace(models.convnet(stages=1, bug="i4odd", bug_stage=0))
+    s = DropOps()
+    edits = s.opportunities(ws.program)
+    for size in (64, 32, 16, 8):
+        for i in range(0, len(edits), size):
+            s.apply(ws.program, edits[i : i + size])  # raises on a stale index
