@@ -171,29 +171,38 @@ def plain_check(work: Path, case: Case) -> Path:
 
 def body_ops(text: str) -> int | None:
     """Ops a user would count: everything but the module, function and return wrappers."""
-    from iree.compiler import ir as mlir
-
     from reducer import ir
 
-    ctx = ir.new_context()
     try:
-        module = ir.parse(text, ctx)
+        module = ir.parse(text, ir.new_context())
     except ir.ParseError:
         return None
-    skip = {"builtin.module", "func.func", "func.return"}
-    count = 0
+    return ir.count_ops(module.operation, skip=frozenset({"func.func", "func.return"}))
 
-    def visit(op: mlir.Operation) -> mlir.WalkResult:
-        nonlocal count
-        count += op.name not in skip
-        return mlir.WalkResult.ADVANCE
 
-    module.operation.walk(visit)
-    return count
+def _slug(tool: str) -> str:
+    return tool.replace(" ", "")
+
+
+def work_dir(outputs: Path, case: str, tool: str) -> Path:
+    return outputs / case / ("work-" + _slug(tool))
+
+
+def score(case: Case, tool: Tool, work: Path, fallback: str) -> tuple[str, bool, bool]:
+    """The tool's best output (the input if it wrote none), kept beside the work dir, and
+    whether the unwrapped check still finds it interesting."""
+    result = tool.best(work) if tool.best else work / tool.result
+    text = result.read_text() if result.exists() else fallback
+    (work.parent / (_slug(tool.name) + ".mlir")).write_text(text)
+    recheck_dir = work / "recheck"
+    recheck_dir.mkdir(exist_ok=True)
+    (recheck_dir / "input.mlir").write_text(text)
+    still = subprocess.run([str(plain_check(work, case)), "input.mlir"], cwd=recheck_dir).returncode == 0
+    return text, still, result.exists()
 
 
 def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPUTS) -> Record:
-    work = outputs / case.name / ("work-" + tool.name.replace(" ", ""))
+    work = work_dir(outputs, case.name, tool.name)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "input.mlir").write_text(text)
@@ -221,18 +230,11 @@ def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPU
         pass
     log.close()
     calls = len((work / "calls").read_text().split())
-    result = tool.best(work) if tool.best else work / tool.result
-    out_text = result.read_text() if result.exists() else text
-    kept = outputs / case.name / (tool.name.replace(" ", "") + ".mlir")
-    kept.write_text(out_text)
-    recheck_dir = work / "recheck"
-    recheck_dir.mkdir(exist_ok=True)
-    (recheck_dir / "input.mlir").write_text(out_text)
-    still = subprocess.run([str(plain_check(work, case)), "input.mlir"], cwd=recheck_dir).returncode == 0
+    out_text, still, wrote = score(case, tool, work, text)
     stats = {}
     if (work / "stats.json").exists():
         stats = json.loads((work / "stats.json").read_text())
-    note = "" if result.exists() else "no output written"
+    note = "" if wrote else "no output written"
     return Record(
         case=case.name, tool=tool.name, ops=body_ops(out_text), bytes=len(out_text.encode()), seconds=round(seconds, 1),
         calls=calls, still_interesting=still, capped=capped, exit_code=proc.returncode,
@@ -297,14 +299,7 @@ def run(cases: str | None, tools: str | None, cap: float) -> None:
 @click.argument("tool")
 def rescore(case: str, tool: str) -> None:
     """Re-measure a recorded run's output from its kept work dir (after fixing how a tool's best is found)."""
-    t, c = TOOL_BY_NAME[tool], BY_NAME[case]
-    work = OUTPUTS / case / ("work-" + tool.replace(" ", ""))
-    result = t.best(work) if t.best else work / t.result
-    text = result.read_text() if result.exists() else c.make()
-    (OUTPUTS / case / (tool.replace(" ", "") + ".mlir")).write_text(text)
-    (work / "recheck").mkdir(exist_ok=True)
-    (work / "recheck" / "input.mlir").write_text(text)
-    still = subprocess.run([str(plain_check(work, c)), "input.mlir"], cwd=work / "recheck").returncode == 0
+    text, still, _ = score(BY_NAME[case], TOOL_BY_NAME[tool], work_dir(OUTPUTS, case, tool), BY_NAME[case].make())
     for row in load():
         if (row["case"], row["tool"]) == (case, tool):
             row.update(ops=body_ops(text), bytes=len(text.encode()), still_interesting=still)
@@ -320,10 +315,8 @@ def _fmt_ops(r: dict) -> str:
 def _cell(r: dict | None) -> str:
     if r is None:
         return "not run"
-    ops = "unparsable" if r["ops"] is None else str(r["ops"])
-    flag = "" if r["still_interesting"] else " (passes!)"
     cap = "+" if r["capped"] else ""
-    return f"{ops}{flag} / {r['seconds']:.0f}{cap} s / {r['calls']}"
+    return f"{_fmt_ops(r)} / {r['seconds']:.0f}{cap} s / {r['calls']}"
 
 
 def summary(rows: list[dict]) -> None:

@@ -85,14 +85,15 @@ def iter_ops(root: ir.Operation) -> Iterator[ir.Operation]:
                     yield from iter_ops(op)
 
 
-def count_ops(root: ir.Operation) -> int:
+def count_ops(root: ir.Operation, skip: frozenset[str] = frozenset()) -> int:
+    """Ops under root; `skip` names op kinds not to count (e.g. function wrappers)."""
     from iree.compiler import ir
 
     count = 0
 
-    def visit(_op: ir.Operation) -> ir.WalkResult:
+    def visit(op: ir.Operation) -> ir.WalkResult:
         nonlocal count
-        count += 1
+        count += not skip or op.name not in skip
         return ir.WalkResult.ADVANCE
 
     root.walk(visit)

@@ -117,3 +117,31 @@ def test_lithium_best_is_its_newest_interesting_copy(tmp_path: Path) -> None:
     for name in ("1-interesting.mlir", "2-boring.mlir", "10-interesting.mlir", "11-boring.mlir"):
         (tmp / name).write_text(name)
     assert run._lithium_best(tmp_path).name == "10-interesting.mlir"
+
+
+def test_numeric_check_makes_inputs_of_the_right_shape(tmp_path: Path) -> None:
+    import numpy as np
+
+    arg = numeric_mismatch.make_input("tensor<4x?xf32>", 0, tmp_path)
+    arr = np.load(arg.split("@", 1)[1])
+    assert arr.shape == (4, 4) and arr.dtype == np.float32 and (arr < 0).any() and (arr == 0).any()
+    assert np.load(numeric_mismatch.make_input("tensor<i32>", 1, tmp_path).split("@", 1)[1]).shape == ()
+    assert numeric_mismatch.make_input("index", 2, tmp_path) == "--input=5"
+
+
+def test_summary_compares_against_peers_that_ran_and_still_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    def row(tool: str, ops: int | None, calls: int, still: bool = True, capped: bool = False) -> dict:
+        return {"case": "chain-unary", "tool": tool, "ops": ops, "seconds": 10.0, "calls": calls,
+                "still_interesting": still, "capped": capped, "engine_seconds": 0.1}
+
+    run.summary([
+        row("ireereduce -j2", 1, 20),
+        row("iree-reduce", 1, 35),
+        row("mlir-reduce", 0, 0),  # never ran a check: not a result
+        row("cvise", 0, 5, still=False),  # its output no longer fails: not a result
+        row("picire", 200, 3, capped=True),  # ran, removed nothing: not the fewest-calls peer
+    ])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| chain-unary"))
+    assert "| 1 / 10 s / 20 |" in line and "1.0%" in line
+    assert line.count("iree-reduce: 1 / 10 s / 35") == 2  # smallest and fewest calls
+    assert "mlir-reduce" not in line and "cvise" not in line and "picire" not in line

@@ -66,11 +66,11 @@ def make_input(t: str, k: int, tmp: Path) -> str:
         return "--input=5" if t == "index" else f"--input={t}=3"
     if t in DTYPES:
         return f"--input={t}=0.5"
-    m = re.fullmatch(r"tensor<(.*)x(\w+)>", t) or re.fullmatch(r"tensor<(\w+)>", t)
-    if not m or (len(m.groups()) == 2 and m.group(2) not in DTYPES):
+    m = re.fullmatch(r"tensor<(?:(.*)x)?(\w+)>", t)
+    if not m or m.group(2) not in DTYPES:
         sys.exit(1)
-    dims = [4 if d == "?" else int(d) for d in m.group(1).split("x")] if len(m.groups()) == 2 else []
-    dtype = DTYPES[m.group(2) if len(m.groups()) == 2 else m.group(1)]
+    dims = [4 if d == "?" else int(d) for d in m.group(1).split("x")] if m.group(1) else []
+    dtype = DTYPES[m.group(2)]
     n = int(np.prod(dims)) if dims else 1
     vals = ((np.arange(n) * 37 + 11 * k) % 17 - 8) / 4.0
     arr = vals.astype(dtype).reshape(dims)
