@@ -61,6 +61,7 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--batch", type=click.IntRange(min=1), default=session.DEFAULT_BATCH, show_default=True, help="Candidates judged together before committing; the output depends on it, never on -j.")
 @click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply).")
 @click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
+@click.option("--moves", "move_budget", type=click.IntRange(min=0), default=session.DEFAULT_MOVE_BUDGET, show_default=True, help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).")
 @click.option("--list-strategies", is_flag=True, expose_value=False, is_eager=True, callback=_list_strategies, help="List the strategies and exit.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Also write the full log (all workers) here.")
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the run's numbers (sizes, checks, engine vs check time, per strategy) here as JSON.")
@@ -77,6 +78,7 @@ def main(
     batch: int,
     only: str | None,
     skip: str | None,
+    move_budget: int,
     log_file: str | None,
     stats_json: str | None,
     verbose: int,
@@ -94,6 +96,7 @@ def main(
         batch=batch,
         strategies=_names(only),
         skip_strategies=_names(skip) or (),
+        move_budget=move_budget,
     )
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
     try:

@@ -29,6 +29,8 @@ from reducer.workspace import Candidate, Rejected, Size, Workspace
 log = logging.getLogger(__name__)
 
 DEFAULT_BATCH = 4
+#: Oracle calls spent on moves (not on the reductions that follow an accepted one).
+DEFAULT_MOVE_BUDGET = 24
 
 
 @attrs.define
@@ -53,6 +55,8 @@ class RunStats:
     cache_hits: int = 0
     timeouts: int = 0
     rounds: int = 0
+    moves_tried: int = 0  # move candidates judged by the oracle
+    moves_kept: int = 0  # moves after which reducing ended smaller than before them
     engine_seconds: float = 0.0  # materialising: applying, verifying, printing
     wait_seconds: float = 0.0  # blocked on the oracle
     per_strategy: dict[str, StrategyStats] = attrs.field(factory=dict)
@@ -67,18 +71,29 @@ class Engine:
         on_improve: Callable[[Candidate], None],
         batch: int = DEFAULT_BATCH,
         cache: VerdictCache | None = None,
+        move_budget: int = DEFAULT_MOVE_BUDGET,
     ) -> None:
         self.ws = workspace
-        self.strategies = list(strategies)
+        self.strategies = [s for s in strategies if s.shrinks]
+        self.movers = [s for s in strategies if s.moves]
+        self.move_budget = move_budget
         self.executor = executor
         self.on_improve = on_improve
         self.batch = max(1, batch)
         self.cache = cache or VerdictCache()
         self.stats = RunStats(workspace.size, workspace.size)
-        self.stats.per_strategy = {s.name: StrategyStats() for s in self.strategies}
+        self.stats.per_strategy = {s.name: StrategyStats() for s in strategies}
+        #: The smallest interesting program so far; a move trial may sit above it for a while.
+        self.best: Candidate | None = None
 
     # -- the outer loop --------------------------------------------------------------
     def run(self) -> RunStats:
+        """Reduce to a fixpoint, then try moves that may unlock more."""
+        self._fixpoint()
+        self._explore_moves()
+        return self.stats
+
+    def _fixpoint(self) -> None:
         """Reduce until a full round over every strategy changes nothing."""
         while True:
             self.stats.rounds += 1
@@ -86,7 +101,53 @@ class Engine:
                 if self._reduce_with(strategy):
                     break  # restart from the most profitable strategy
             else:
-                return self.stats
+                return
+
+    def _explore_moves(self) -> None:
+        """Try non-shrinking moves on the 1-minimal program (Vulcan's auxiliary moves,
+        Shrink Ray's "make it simpler, not smaller"). An interesting move is kept only if
+        reducing from it ends strictly smaller than before it; otherwise the program goes
+        back to what it was. Each kept move shrinks the program, so this terminates; the
+        budget bounds the oracle calls spent on moves that lead nowhere."""
+        budget = self.move_budget
+        while budget > 0:
+            progressed = False
+            for strategy in self.movers:
+                edits = self._edits(strategy)
+                for start in range(0, len(edits), self.batch):
+                    if budget <= 0:
+                        return
+                    chunks = [[e] for e in edits[start : start + self.batch]]
+                    before = self.stats.oracle_calls
+                    verdicts, candidates = self._try_batch(strategy, chunks, grow=True)
+                    spent = self.stats.oracle_calls - before
+                    budget -= spent
+                    self.stats.moves_tried += spent
+                    for ok, candidate in zip(verdicts, candidates):
+                        if ok and self._trial(strategy, candidate):
+                            progressed = True
+                            break
+                    if progressed:
+                        break
+                if progressed:
+                    break
+            if not progressed:
+                return
+
+    def _trial(self, strategy: Strategy, move: Candidate | None) -> bool:
+        assert move is not None
+        snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot", ())
+        self.ws.commit(move)
+        log.info("%-16s move to %s; reducing from there", strategy.name, self.ws.size)
+        self._fixpoint()
+        if self.ws.size.smaller_than(snapshot.size):
+            self.stats.moves_kept += 1
+            self.stats.per_strategy[strategy.name].accepts += 1
+            return True
+        log.info("%-16s move did not lead below %s; back to it", strategy.name, snapshot.size)
+        self.ws.commit(snapshot)
+        self.stats.final = self.ws.size
+        return False
 
     def _ordered(self) -> list[Strategy]:
         """Untried strategies in their declared order, then by bytes saved per oracle call."""
@@ -168,8 +229,10 @@ class Engine:
         st.bytes_saved += before.bytes - candidate.size.bytes
         if before.ops is not None and candidate.size.ops is not None:
             st.ops_saved += before.ops - candidate.size.ops
-        self.stats.final = self.ws.size
-        self.on_improve(candidate)
+        if self.best is None or self.ws.size.smaller_than(self.best.size):
+            self.best = attrs.evolve(candidate, size=self.ws.size)
+            self.stats.final = self.ws.size
+            self.on_improve(candidate)
         original = self.stats.original.bytes or 1
         log.info(
             "%-16s %s (%.1f%% of the original), %d oracle calls so far",
@@ -181,7 +244,7 @@ class Engine:
 
     # -- judging candidates ------------------------------------------------------------
     def _try_batch(
-        self, strategy: Strategy, chunks: list[Sequence[Edit]]
+        self, strategy: Strategy, chunks: list[Sequence[Edit]], grow: bool = False
     ) -> tuple[list[bool], list[Candidate | None]]:
         """Materialise each chunk, then judge them all; oracle calls overlap with materialising."""
         st = self.stats.per_strategy[strategy.name]
@@ -190,7 +253,7 @@ class Engine:
         keys: list[bytes | None] = []
         for edits in chunks:
             t0 = time.monotonic()
-            result = self.ws.materialize(strategy, edits)
+            result = self.ws.materialize(strategy, edits, grow=grow)
             self.stats.engine_seconds += time.monotonic() - t0
             st.candidates += 1
             if isinstance(result, Rejected):

@@ -100,17 +100,40 @@ def count_ops(root: ir.Operation, skip: frozenset[str] = frozenset()) -> int:
     return count - 1  # the module itself is not part of the program
 
 
-#: A shaped type's kind (group 1) and its dimension prefix (group 2), e.g. "tensor", "4x?x".
-SHAPED_DIMS = re.compile(r"\b(tensor|vector|memref)<((?:(?:\d+|\?|\[\d+\])x)+)")
+#: A shaped type's kind (group 1), its dimension prefix (group 2, e.g. "4x?x") and the
+#: start of its element type (group 3).
+SHAPED_DIMS = re.compile(r"\b(tensor|vector|memref)<((?:(?:\d+|\?|\[\d+\])x)+)([\w.]*)")
+
+#: A scalar type spelled on its own (not as a shaped type's element): its bit width.
+_SCALAR = re.compile(r"(?<![\w<.x])(?:bf16|tf32|index|[fiu]\d+|si\d+|f\d+E\w+)\b")
+#: What a dynamic dimension weighs: more than 1, so making it static is progress.
+DYNAMIC_DIM = 2
+
+
+def bits(element: str) -> int:
+    """Bit width of an element type's spelling (index counts as 64; unknown as 32)."""
+    if element in ("index",):
+        return 64
+    if element in ("bf16",):
+        return 16
+    if element == "tf32":
+        return 19
+    m = re.match(r"(?:[fiu]|si)(\d+)", element)
+    return int(m.group(1)) if m else 32
 
 
 def tensor_volume(text: str) -> int:
-    """Total static elements over every shaped type spelled in text.
+    """Bits of data spelled in text's types: elements x element width over shaped types,
+    plus the width of every scalar type.
 
-    Ranks `tensor<8xf32>` above `tensor<1xf32>` although both print in the same bytes.
+    Ranks `tensor<8xf32>` above `tensor<1xf32>`, `f64` above `f32` and `?` above `1`,
+    though each pair prints in the same bytes: the tie-breaker that lets shrinking a
+    dimension, demoting a type or making a shape static count as progress.
     """
     total = 0
     for m in SHAPED_DIMS.finditer(text):
-        dims = [int(d.strip("[]")) for d in m.group(2).split("x")[:-1] if d != "?"]
-        total += math.prod(dims)
+        dims = [DYNAMIC_DIM if d == "?" else int(d.strip("[]")) for d in m.group(2).split("x")[:-1]]
+        total += math.prod(dims) * bits(m.group(3))
+    for m in _SCALAR.finditer(text):
+        total += bits(m.group(0))
     return total

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import attrs
 
 from reducer import ir as irutil
-from reducer.engine import DEFAULT_BATCH, Engine, RunStats
+from reducer.engine import DEFAULT_BATCH, DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
 from reducer.oracle import Oracle, Verdict
 from reducer.strategy import Strategy, discover
@@ -67,6 +67,7 @@ class Settings:
     batch: int = DEFAULT_BATCH
     strategies: Sequence[str] | None = None
     skip_strategies: Sequence[str] = ()
+    move_budget: int = DEFAULT_MOVE_BUDGET
 
 
 @attrs.define
@@ -212,12 +213,12 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
         def improved(candidate: Candidate) -> None:
             write_atomically(output, candidate.data)
 
-        engine = Engine(ws, strategies, executor, improved, batch=settings.batch)
+        engine = Engine(ws, strategies, executor, improved, batch=settings.batch, move_budget=settings.move_budget)
         engine.stats.original = Size(ws.size.ops, len(text.encode()))  # as the user gave it
         try:
             stats = engine.run()
         except KeyboardInterrupt:
-            engine.stats.final = ws.size
+            engine.stats.final = engine.best.size if engine.best is not None else ws.size
             raise Interrupted(Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds))
     final = run_check(oracle, ws.program.text.encode())
     result = Result(output, ws.mode, stats, time.monotonic() - start, timeout, verdict.seconds)

@@ -68,6 +68,11 @@ class Strategy(abc.ABC):
     modes: ClassVar[frozenset[str]] = frozenset({"mlir"})
     #: Order before any benefit has been measured in this run: lower goes first.
     priority: ClassVar[int] = 50
+    #: Used in the main loop, where only strictly smaller candidates are judged.
+    shrinks: ClassVar[bool] = True
+    #: Also offers moves: candidates that need not be smaller, tried once the program is
+    #: 1-minimal and kept only if reducing from them ends smaller (Vulcan, Shrink Ray).
+    moves: ClassVar[bool] = False
 
     @abc.abstractmethod
     def opportunities(self, program: Program) -> list[Edit]:

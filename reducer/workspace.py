@@ -68,7 +68,8 @@ class Workspace(abc.ABC):
     def opportunities(self, strategy: Strategy) -> list[Edit]:
         return strategy.opportunities(self.program)
 
-    def materialize(self, strategy: Strategy, edits: Sequence[Edit]) -> Candidate | Rejected:
+    def materialize(self, strategy: Strategy, edits: Sequence[Edit], grow: bool = False) -> Candidate | Rejected:
+        """`grow` admits a candidate that is not smaller (a move), as long as it differs."""
         try:
             result = strategy.apply(self.program, edits)
             if result is None:
@@ -82,7 +83,10 @@ class Workspace(abc.ABC):
         if isinstance(text_or, Rejected):
             return text_or
         text, size = text_or
-        if not size.smaller_than(self.size):
+        if grow:
+            if text == self.program.text:
+                return Rejected("no-op")
+        elif not size.smaller_than(self.size):
             return Rejected("not-smaller")
         return Candidate(text, size, strategy.name, tuple(edits))
 

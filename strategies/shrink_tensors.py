@@ -132,7 +132,7 @@ class ShrinkTensors(Strategy):
 
             def shrink(m: re.Match[str]) -> str:
                 dims = [str(target.get(int(d), d)) if d.isdigit() else d for d in m.group(2).split("x")[:-1]]
-                return f"{m.group(1)}<{'x'.join(dims)}x"
+                return f"{m.group(1)}<{'x'.join(dims)}x{m.group(3)}"
 
             text = SHAPED_DIMS.sub(shrink, text)
         return text if text != program.text else None

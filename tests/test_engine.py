@@ -112,8 +112,17 @@ def test_volume_breaks_a_tie_only_when_ops_and_bytes_are_equal():
     two = "func.func @f(%a: tensor<8xf32>) -> tensor<8xf32> {\n  return %a : tensor<8xf32>\n}\n"
     ws = workspace(two + two.replace("@f", "@g"))
     tie = ws.materialize(Rewrite(), [lambda t: t.replace("8x", "1x")])
-    assert tie.size.volume == 3 * 2 < ws.size.volume and tie.size.smaller_than(ws.size)
+    assert tie.size.volume == 3 * 2 * 32 < ws.size.volume and tie.size.smaller_than(ws.size)
     one = ws.materialize(Rewrite(), [lambda t: t.split("func.func @g")[0] + "}"])
     assert one.size.volume == UNKNOWN_VOLUME and one.size.smaller_than(ws.size)
     ws.commit(one)
-    assert ws.size.volume == 3 * 8
+    assert ws.size.volume == 3 * 8 * 32
+
+
+def test_weight_ranks_wider_types_and_dynamic_dims_above_their_simpler_forms():
+    """The tie-breaker is what makes type demotion and static shapes count as progress."""
+    from reducer.ir import tensor_volume as w
+    assert w("tensor<4xf64>") > w("tensor<4xf32>") > w("tensor<4xf16>")
+    assert w("tensor<?x4xf32>") > w("tensor<1x4xf32>")
+    assert w("%x = arith.addf %a, %b : f64") > w("%x = arith.addf %a, %b : f32")
+    assert w("complex<f32>") == 0 and w("vector<4xi8>") == 32
