@@ -8,6 +8,7 @@ oracle. Two kinds: MLIR (the normal case) and plain text (input that does not pa
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -66,12 +67,18 @@ class Workspace(abc.ABC):
     size: Size
 
     def opportunities(self, strategy: Strategy) -> list[Edit]:
-        return strategy.opportunities(self.program)
+        with self._context():
+            return strategy.opportunities(self.program)
+
+    def _context(self) -> contextlib.AbstractContextManager[object]:
+        """What strategies run under: the MLIR context, so they can build types and attributes."""
+        return contextlib.nullcontext()
 
     def materialize(self, strategy: Strategy, edits: Sequence[Edit], grow: bool = False) -> Candidate | Rejected:
         """`grow` admits a candidate that is not smaller (a move), as long as it differs."""
         try:
-            result = strategy.apply(self.program, edits)
+            with self._context():
+                result = strategy.apply(self.program, edits)
             if result is None:
                 return Rejected("no-op")
             text_or = self._finish(result)
@@ -126,6 +133,9 @@ class MLIRWorkspace(Workspace):
         self.verify = verify
         self.ctx = irutil.new_context()
         self._set(irutil.parse(text, self.ctx))
+
+    def _context(self) -> contextlib.AbstractContextManager[object]:
+        return self.ctx  # type: ignore[return-value]
 
     def canonical(self, options: irutil.PrintOptions) -> str:
         assert self.program.root is not None

@@ -1,10 +1,25 @@
 """Built-in reductions. Each module holds one strategy; `BUILTIN` is their default order."""
 
+from strategies.arguments_to_constants import ArgumentsToConstants
 from strategies.drop_ops import DropOps
+from strategies.forward_operands import ForwardOperands
+from strategies.remove_results_and_arguments import RemoveResultsAndArguments
 from strategies.shrink_tensors import ShrinkTensors
 from strategies.split_functions import SplitFunctions
 from strategies.text_balanced import TextBalanced
 from strategies.text_lines import TextLines
 from strategies.text_tokens import TextTokens
+from strategies.values_to_arguments import ValuesToArguments
 
-BUILTIN = [SplitFunctions, ShrinkTensors, DropOps, TextLines, TextBalanced, TextTokens]
+BUILTIN = [
+    SplitFunctions,
+    ShrinkTensors,
+    RemoveResultsAndArguments,
+    DropOps,
+    ValuesToArguments,
+    ForwardOperands,
+    ArgumentsToConstants,
+    TextLines,
+    TextBalanced,
+    TextTokens,
+]

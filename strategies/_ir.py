@@ -144,8 +144,45 @@ class Rewriter:
         self._zero_cache: dict[str, Any] = {}
         self._first_of_type: dict[Any, tuple[dict[str, ir.Value], dict[int, int]]] = {}
         self._dropping: set[int] = set()
+        self._pending: list[Path] = []  # feeders of replaced ops, pruned by finish()
 
     # -- public -----------------------------------------------------------------
+    def op(self, path: Path) -> ir.Operation | None:
+        """The op at path (as listed before any change), or None once it is erased."""
+        return None if self.is_erased(path) else self.table.get(path)
+
+    def replace_op(self, path: Path, values: Iterable[ir.Value | None]) -> None:
+        """Give each use of the op's results the matching value (None: the usual
+        replacement), erase it, and remember its feeders for `finish`."""
+        op = self.table[path]
+        self._pending += self._feeders(op)
+        for result, value in zip(op.results, values):
+            if _has_uses(result):
+                result.replace_all_uses_with(value if value is not None else self.replacement(result, op))
+        self._erase(path)
+
+    def erase_op(self, op: ir.Operation) -> None:
+        """Erase op (results unused) through the table when it is listed there."""
+        path = self._path_of.get(hash(op))
+        if path is not None and self.table.get(path) is not None:
+            self._erase(path)
+        else:
+            op.erase()
+
+    def note_feeders(self, values: Iterable[ir.Value]) -> None:
+        """Values that lose a use: `finish` prunes their definers if nothing else needs them."""
+        for value in values:
+            owner = value.owner
+            if not isinstance(owner, ir.Block):
+                path = self._path_of.get(hash(owner.operation))
+                if path is not None:
+                    self._pending.append(path)
+
+    def finish(self) -> None:
+        """Prune what the replaced ops fed and nothing else uses any more."""
+        pending, self._pending = self._pending, []
+        self.prune(pending)
+
     def is_erased(self, path: Path) -> bool:
         return any(path[:n] in self._erased for n in range(3, len(path) + 1, 3))
 
@@ -214,7 +251,7 @@ class Rewriter:
                 return ir.Operation.create(
                     "arith.constant", results=[t], attributes={"value": literal}, ip=ir.InsertionPoint(op)
                 ).result
-            arg = self._new_argument(t, op)
+            arg = self.new_argument(t, op)
             if arg is not None:
                 return arg
             return ir.Operation.create("ub.poison", results=[t], ip=ir.InsertionPoint(op)).result
@@ -287,7 +324,9 @@ class Rewriter:
         self._first_of_type[block] = (first, position)
         return first, position
 
-    def _new_argument(self, t: ir.Type, op: ir.Operation) -> ir.Value | None:
+    def new_argument(self, t: ir.Type, op: ir.Operation) -> ir.Value | None:
+        """A new argument of type t for the function around op; None when something calls
+        that function (its callers would need a value) or op is not in a function."""
         cur = op
         while True:
             parent = cur.block.owner.operation
@@ -300,10 +339,10 @@ class Rewriter:
         name = symbol_name(func)
         if name is None or name in self._callees():
             return None
-        ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        ftype = function_type(func)
         entry = func.regions[0].blocks[0]
         arg = entry.add_argument(t, op.location)
-        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(ftype.inputs) + [t], list(ftype.results)))
+        set_function_type(func, list(ftype.inputs) + [t], list(ftype.results))
         arg_attrs = get_attr(func, "arg_attrs")
         if arg_attrs is not None:
             func.attributes["arg_attrs"] = ir.ArrayAttr.get(list(arg_attrs) + [ir.DictAttr.get({})])
@@ -330,7 +369,83 @@ class Rewriter:
         op.erase()
 
 
+def inline_block(op: ir.Operation, block: ir.Block, args: Iterable[ir.Value]) -> list[ir.Value]:
+    """Move block's ops (not its terminator) in front of op, with its arguments bound to
+    args; return the terminator's operands, the values op's results become."""
+    for arg, value in zip(block.arguments, args):
+        arg.replace_all_uses_with(value)
+    ops = [o.operation for o in block.operations]
+    for child in ops[:-1]:
+        child.move_before(op)
+    return list(ops[-1].operands) if ops else []
+
+
+def function_type(func: ir.Operation) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+
+
+def set_function_type(func: ir.Operation, inputs: list[ir.Type], results: list[ir.Type]) -> None:
+    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+def has_uses(value: ir.Value) -> bool:
+    return _has_uses(value)
+
+
 def _has_uses(value: ir.Value) -> bool:
     for _use in value.uses:
         return True
     return False
+
+
+CALL_OPS = frozenset({"func.call"})
+
+
+class Functions:
+    """The module's functions and their call sites: which signatures may change.
+
+    A signature may change only when every reference to the function is a call this
+    module can rewrite (func.call); a function with no references at all is an entry
+    point, whose signature is the user's to keep or lose as the oracle decides.
+    """
+
+    def __init__(self, root: ir.Operation) -> None:
+        self.paths: dict[str, Path] = {}
+        self.calls: dict[str, list[Path]] = {}
+        self.pinned: set[str] = set()  # referenced by something other than a call
+        for path, op in walk_paths(root):
+            if len(path) == 3 and is_function(op):
+                name = symbol_name(op)
+                if name is not None:
+                    self.paths[name] = path
+            refs = referenced_symbols(op)
+            callee = get_attr(op, "callee") if op.name in CALL_OPS else None
+            target = ir.FlatSymbolRefAttr(callee).value if callee is not None else None
+            for ref in refs:
+                if ref == target:
+                    self.calls.setdefault(ref, []).append(path)
+                else:
+                    self.pinned.add(ref)
+
+    def rewritable(self, name: str) -> bool:
+        return name in self.paths and name not in self.pinned
+
+    def called(self, name: str) -> bool:
+        return bool(self.calls.get(name)) or name in self.pinned
+
+
+def op_at(program: Any, path: Path) -> ir.Operation:
+    """The op at path in a program's (immutable) current module, through a table made once
+    and shared by every strategy in the program's memo."""
+    table = program.memo.get("paths")
+    if table is None:
+        table = program.memo["paths"] = dict(walk_paths(program.root))
+    return table[path]
+
+
+def functions(program_memo: dict, root: ir.Operation) -> Functions:
+    """Functions of a program, computed once per program (strategies share the memo)."""
+    found = program_memo.get("functions")
+    if found is None:
+        found = program_memo["functions"] = Functions(root)
+    return found

@@ -1,0 +1,64 @@
+"""arguments-to-constants: replace a function argument by a zero constant.
+
+The reverse of values-to-arguments. In a called function the argument then leaves the
+signature and every call site, freeing what computed it in the callers; in an entry
+point it adds an op, so there it is a move, tried once the program is 1-minimal, that
+lets canonicalization fold what the argument fed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import Rewriter, functions, has_uses, op_at, zero_literal
+from strategies.remove_results_and_arguments import rewrite_signature
+
+
+class ArgumentsToConstants(Strategy):
+    name = "arguments-to-constants"
+    summary = "replace a function argument by a zero constant (dropping it from call sites)"
+    priority = 55
+    moves = True
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        assert program.root is not None
+        fns = functions(program.memo, program.root)
+        edits = []
+        for name, path in fns.paths.items():
+            if fns.called(name) and not fns.rewritable(name):
+                continue
+            func = op_at(program, path)
+            for k, arg in enumerate(func.regions[0].blocks[0].arguments):
+                if has_uses(arg) and zero_literal(arg.type) is not None:
+                    edits.append(Edit("constant", path, (name, k)))
+        return edits
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        root = program.clone()
+        fns = functions(program.memo, program.root)  # type: ignore[arg-type]
+        rewriter = Rewriter(root)
+        by_function: dict[str, set[int]] = {}
+        for e in edits:
+            name, k = e.arg
+            by_function.setdefault(name, set()).add(k)
+        for name, ks in sorted(by_function.items()):
+            func = rewriter.table[fns.paths[name]]
+            entry = func.regions[0].blocks[0]
+            first = next(iter(entry.operations)).operation
+            for k in sorted(ks):
+                arg = entry.arguments[k]
+                with func.location:
+                    const = ir.Operation.create(
+                        "arith.constant",
+                        results=[arg.type],
+                        attributes={"value": ir.Attribute.parse(zero_literal(arg.type))},  # type: ignore[arg-type]
+                        ip=ir.InsertionPoint(first),
+                    )
+                arg.replace_all_uses_with(const.result)
+            # the arguments leave the signature and every call site
+            rewrite_signature(rewriter, func, fns.calls.get(name, []), drop_args=ks, drop_results=set())
+        rewriter.finish()
+        return root

@@ -1,0 +1,55 @@
+"""forward-operands: replace an op by one of its operands of the same type.
+
+iree-reduce's one trick (research/mlir-reducers.md §6), but for every operand
+position, not only the first: on `%y = arith.subf %a, %b` both `%a` and `%b` are
+candidates, and which one keeps the bug is the oracle's call. drop-ops already tries
+the first same-typed operand; this strategy offers the others and multi-result ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import Rewriter, is_terminator, symbol_name, walk_paths
+
+
+class ForwardOperands(Strategy):
+    name = "forward-operands"
+    summary = "replace an op's results by same-typed operands, for every operand position"
+    priority = 40
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        assert program.root is not None
+        edits = []
+        for path, op in walk_paths(program.root):
+            if len(path) == 3 or is_terminator(op) or symbol_name(op) is not None or not len(op.results):
+                continue
+            operands = list(op.operands)
+            for result_types in [[r.type for r in op.results]]:
+                for k, value in enumerate(operands):
+                    # every result must find a same-typed operand; this one serves the first
+                    if value.type == result_types[0] and all(
+                        any(o.type == t for o in operands) for t in result_types[1:]
+                    ):
+                        edits.append(Edit("forward", path, k))
+        return edits
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        root = program.clone()
+        rewriter = Rewriter(root)
+        chosen: dict[tuple[int, ...], int] = {}
+        for e in sorted(edits):
+            chosen.setdefault(e.path, e.arg)  # two positions of one op: the first wins
+        for path, k in sorted(chosen.items()):
+            op = rewriter.op(path)
+            if op is None:
+                continue
+            operands = list(op.operands)
+            first = operands[k]
+            values = [first] + [next(o for o in operands if o.type == r.type) for r in list(op.results)[1:]]
+            rewriter.replace_op(path, values)
+        rewriter.finish()
+        return root

@@ -1,0 +1,54 @@
+"""values-to-arguments: turn an op's results into new arguments of its function.
+
+Everything that only fed the op goes with it, so one candidate can cut the whole
+backward slice of a value: the move that takes a compiler bug "at the boundary"
+(e.g. IREE's `tensor<7xi4>` byte-count error fires on an argument as well as on a
+computed value). Only in functions nothing calls, whose callers need no new value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import Rewriter, functions, is_terminator, symbol_name, walk_paths
+
+
+class ValuesToArguments(Strategy):
+    name = "values-to-arguments"
+    summary = "make an op's results new function arguments, cutting what computed them"
+    priority = 35
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        assert program.root is not None
+        fns = functions(program.memo, program.root)
+        entry = {path for name, path in fns.paths.items() if not fns.called(name)}
+        edits = []
+        for path, op in walk_paths(program.root):
+            if len(path) == 3 or path[:3] not in entry:
+                continue
+            if is_terminator(op) or symbol_name(op) is not None or not len(op.results):
+                continue
+            if op.name == "arith.constant":  # an argument is no simpler than a constant
+                continue
+            edits.append(Edit("to-argument", path))
+        edits.reverse()  # later values have the larger backward slices
+        return edits
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        root = program.clone()
+        rewriter = Rewriter(root, called=set())
+        done = False
+        for path in sorted(e.path for e in edits):
+            op = rewriter.op(path)
+            if op is None:
+                continue
+            args = [rewriter.new_argument(r.type, op) for r in op.results]
+            if any(a is None for a in args):
+                continue  # nested in an isolated region that is not a function
+            rewriter.replace_op(path, args)
+            done = True
+        rewriter.finish()
+        return root if done else None
