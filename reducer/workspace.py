@@ -67,17 +67,17 @@ class Workspace(abc.ABC):
     size: Size
 
     def opportunities(self, strategy: Strategy) -> list[Edit]:
-        with self._context():
+        with self.scope():
             return strategy.opportunities(self.program)
 
-    def _context(self) -> contextlib.AbstractContextManager[object]:
+    def scope(self) -> contextlib.AbstractContextManager[object]:
         """What strategies run under: the MLIR context, so they can build types and attributes."""
         return contextlib.nullcontext()
 
     def materialize(self, strategy: Strategy, edits: Sequence[Edit], grow: bool = False) -> Candidate | Rejected:
         """`grow` admits a candidate that is not smaller (a move), as long as it differs."""
         try:
-            with self._context():
+            with self.scope():
                 result = strategy.apply(self.program, edits)
             if result is None:
                 return Rejected("no-op")
@@ -131,11 +131,15 @@ class MLIRWorkspace(Workspace):
     def __init__(self, text: str, options: irutil.PrintOptions, verify: bool = True) -> None:
         self.options = options
         self.verify = verify
-        self.ctx = irutil.new_context()
+        self.ctx = irutil.newscope()
         self._set(irutil.parse(text, self.ctx))
 
-    def _context(self) -> contextlib.AbstractContextManager[object]:
-        return self.ctx  # type: ignore[return-value]
+    @contextlib.contextmanager
+    def scope(self):  # type: ignore[override]
+        from iree.compiler import ir
+
+        with self.ctx, ir.Location.unknown(self.ctx):
+            yield
 
     def canonical(self, options: irutil.PrintOptions) -> str:
         assert self.program.root is not None

@@ -3,7 +3,10 @@
 from strategies.arguments_to_constants import ArgumentsToConstants
 from strategies.drop_ops import DropOps
 from strategies.forward_operands import ForwardOperands
+from strategies.iree_simplify import IreeSimplify
+from strategies.regions import Regions
 from strategies.remove_results_and_arguments import RemoveResultsAndArguments
+from strategies.replace_with_zero import ReplaceWithZero
 from strategies.shrink_tensors import ShrinkTensors
 from strategies.split_functions import SplitFunctions
 from strategies.text_balanced import TextBalanced
@@ -15,9 +18,12 @@ BUILTIN = [
     SplitFunctions,
     ShrinkTensors,
     RemoveResultsAndArguments,
+    Regions,
     DropOps,
     ValuesToArguments,
     ForwardOperands,
+    IreeSimplify,
+    ReplaceWithZero,
     ArgumentsToConstants,
     TextLines,
     TextBalanced,

@@ -19,15 +19,25 @@ Path = tuple[int, ...]
 _SYMBOL_IN_TEXT = re.compile(r'(?<!:)@("(?:[^"\\]|\\.)*"|[A-Za-z_$.][\w$.\-]*)')
 
 
+#: Ops whose region the printer hides (named linalg ops): nothing inside is worth editing.
+_PRINTED_BODIES = frozenset({"linalg.generic", "linalg.map", "linalg.reduce"})
+
+
+def opaque(op: ir.Operation) -> bool:
+    return op.name.startswith("linalg.") and op.name not in _PRINTED_BODIES
+
+
 def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir.Operation]]:
-    """(path, op) for every op under root, parents first; a path is (region, block, op) triples."""
+    """(path, op) for every op under root, parents first; a path is (region, block, op) triples.
+
+    The implicit bodies of named linalg ops are not entered."""
     for r, region in enumerate(root.regions):
         for b, block in enumerate(region.blocks):
             for i, op in enumerate(block.operations):
                 op = op.operation
                 path = prefix + (r, b, i)
                 yield path, op
-                if len(op.regions):
+                if len(op.regions) and not opaque(op):
                     yield from walk_paths(op, path)
 
 
@@ -245,16 +255,24 @@ class Rewriter:
         dominating = self._dominating(t, op)
         if dominating is not None:
             return dominating
+        zero = self.zero(t, op)
+        if zero is not None:
+            return zero
         with op.location:
-            literal = self._zero_attr(t)
-            if literal is not None:
-                return ir.Operation.create(
-                    "arith.constant", results=[t], attributes={"value": literal}, ip=ir.InsertionPoint(op)
-                ).result
             arg = self.new_argument(t, op)
             if arg is not None:
                 return arg
             return ir.Operation.create("ub.poison", results=[t], ip=ir.InsertionPoint(op)).result
+
+    def zero(self, t: ir.Type, before: ir.Operation) -> ir.Value | None:
+        """A new `arith.constant` zero of type t in front of `before`; None if t has none."""
+        literal = self._zero_attr(t)
+        if literal is None:
+            return None
+        with before.location:
+            return ir.Operation.create(
+                "arith.constant", results=[t], attributes={"value": literal}, ip=ir.InsertionPoint(before)
+            ).result
 
     def _zero_attr(self, t: ir.Type) -> ir.Attribute | None:
         key = str(t)

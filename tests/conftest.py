@@ -43,11 +43,11 @@ needs_iree = pytest.mark.skipif(shutil.which("iree-compile") is None, reason="ir
 def apply_edits(strategy, text: str, pick=lambda edits: edits, grow: bool = False):
     """Materialise `pick(edits)` of strategy on text: a Candidate, or the Rejected reason."""
     ws = workspace(text)
-    edits = strategy.opportunities(ws.program)
+    edits = ws.opportunities(strategy)
     return ws.materialize(strategy, pick(edits), grow=grow)
 
 
 def each_edit(strategy, text: str, grow: bool = False) -> list:
     """Every edit of strategy on text, materialised alone: (edit, Candidate or Rejected)."""
     ws = workspace(text)
-    return [(e, ws.materialize(strategy, [e], grow=grow)) for e in strategy.opportunities(ws.program)]
+    return [(e, ws.materialize(strategy, [e], grow=grow)) for e in ws.opportunities(strategy)]

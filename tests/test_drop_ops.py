@@ -157,4 +157,5 @@ def test_dropping_chunks_of_a_conv_stage_never_fails_on_a_stale_block_index():
     edits = s.opportunities(ws.program)
     for size in (64, 32, 16, 8):
         for i in range(0, len(edits), size):
-            s.apply(ws.program, edits[i : i + size])  # raises on a stale index
+            with ws.scope():
+                s.apply(ws.program, edits[i : i + size])  # raises on a stale index

@@ -1,0 +1,75 @@
+"""iree-simplify: IREE-specific simplifications from the debugging playbook.
+
+A linalg op becomes `linalg.fill` of zero into its own init (works for dynamic shapes,
+where a zero splat constant cannot be spelled), and `util.optimization_barrier` is
+removed by forwarding its operands. (A `flow.dispatch` result becomes a zero splat
+through replace-with-zero; a linalg op becomes its same-typed input through
+forward-operands.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+from iree.compiler.dialects import linalg
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import Rewriter, walk_paths
+
+_NOT_FILLABLE = frozenset({"linalg.fill", "linalg.yield", "linalg.index"})
+
+
+def _fillable(op: ir.Operation) -> bool:
+    if not op.name.startswith("linalg.") or op.name in _NOT_FILLABLE or not len(op.results):
+        return False
+    inits = list(op.operands)[-len(op.results) :]
+    return all(
+        isinstance(r.type, ir.RankedTensorType) and i.type == r.type and isinstance(r.type.element_type, (ir.IntegerType, ir.FloatType))
+        for r, i in zip(op.results, inits)
+    )
+
+
+def _scalar_zero(t: ir.Type) -> ir.Attribute | None:
+    if isinstance(t, ir.IntegerType):
+        return ir.IntegerAttr.get(t, 0)
+    if isinstance(t, ir.FloatType):
+        return ir.FloatAttr.get(t, 0.0)
+    return None
+
+
+class IreeSimplify(Strategy):
+    name = "iree-simplify"
+    summary = "linalg op -> linalg.fill of zero into its init; remove util.optimization_barrier"
+    priority = 42
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        assert program.root is not None
+        edits = []
+        for path, op in walk_paths(program.root):
+            if op.name == "util.optimization_barrier":
+                edits.append(Edit("unbarrier", path))
+            elif len(path) > 3 and _fillable(op):
+                edits.append(Edit("fill", path))
+        return edits
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        root = program.clone()
+        rewriter = Rewriter(root)
+        for e in sorted(edits, key=lambda e: e.path, reverse=True):  # inner ops first
+            op = rewriter.op(e.path)
+            if op is None:
+                continue
+            if e.kind == "unbarrier":
+                rewriter.replace_op(e.path, list(op.operands))
+                continue
+            inits = list(op.operands)[-len(op.results) :]
+            fills = []
+            with op.location, ir.InsertionPoint(op):
+                for init in inits:
+                    t = ir.RankedTensorType(init.type).element_type
+                    zero = ir.Operation.create("arith.constant", results=[t], attributes={"value": _scalar_zero(t)})
+                    fills.append(linalg.fill(zero.result, outs=[init]))
+            rewriter.replace_op(e.path, fills)
+        rewriter.finish()
+        return root

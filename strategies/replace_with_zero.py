@@ -1,0 +1,43 @@
+"""replace-with-zero: replace an op's results by zero constants (splats for tensors).
+
+Unlike drop-ops, which prefers an operand or an earlier value of the same type, this
+always cuts the op's inputs, so a whole producer chain (a `flow.dispatch`, a matmul of
+constants) goes in one candidate and the consumer sees a plain splat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import Rewriter, is_terminator, symbol_name, walk_paths, zero_literal
+
+
+class ReplaceWithZero(Strategy):
+    name = "replace-with-zero"
+    summary = "replace an op's results by zero constants / zero splats, cutting its inputs"
+    priority = 45
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        assert program.root is not None
+        edits = []
+        for path, op in walk_paths(program.root):
+            if len(path) == 3 or is_terminator(op) or symbol_name(op) is not None or not len(op.results):
+                continue
+            if op.name == "arith.constant" or any(zero_literal(r.type) is None for r in op.results):
+                continue
+            edits.append(Edit("zero", path))
+        edits.reverse()  # later values first: their inputs are the larger slices
+        return edits
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        root = program.clone()
+        rewriter = Rewriter(root)
+        for path in sorted(e.path for e in edits):
+            op = rewriter.op(path)
+            if op is not None:
+                rewriter.replace_op(path, [rewriter.zero(r.type, op) for r in op.results])
+        rewriter.finish()
+        return root
