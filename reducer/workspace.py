@@ -131,7 +131,7 @@ class MLIRWorkspace(Workspace):
     def __init__(self, text: str, options: irutil.PrintOptions, verify: bool = True) -> None:
         self.options = options
         self.verify = verify
-        self.ctx = irutil.newscope()
+        self.ctx = irutil.new_context()
         self._set(irutil.parse(text, self.ctx))
 
     @contextlib.contextmanager
