@@ -41,9 +41,11 @@ def _list_strategies(ctx: click.Context, _param: click.Parameter, value: bool) -
         return
     from reducer.strategy import discover
 
-    for name, cls in discover().items():
-        modes = "/".join(sorted(cls.modes))
-        click.echo(f"{name:<16} [{modes}] {cls.summary}")
+    found = discover()
+    width = max(map(len, found))
+    for name, cls in found.items():
+        tags = sorted(cls.modes) + (["moves"] if cls.moves else []) + ([] if cls.shrinks else ["moves only"])
+        click.echo(f"{name:<{width}}  [{', '.join(dict.fromkeys(tags))}] {cls.summary}")
     ctx.exit(0)
 
 

@@ -1,9 +1,12 @@
 """Built-in reductions. Each module holds one strategy; `BUILTIN` is their default order."""
 
 from strategies.arguments_to_constants import ArgumentsToConstants
+from strategies.attributes import Attributes
 from strategies.drop_ops import DropOps
 from strategies.forward_operands import ForwardOperands
+from strategies.globals import Globals
 from strategies.iree_simplify import IreeSimplify
+from strategies.opt_passes import OptPasses
 from strategies.regions import Regions
 from strategies.remove_results_and_arguments import RemoveResultsAndArguments
 from strategies.replace_with_zero import ReplaceWithZero
@@ -12,11 +15,14 @@ from strategies.split_functions import SplitFunctions
 from strategies.text_balanced import TextBalanced
 from strategies.text_lines import TextLines
 from strategies.text_tokens import TextTokens
+from strategies.types import Types
 from strategies.values_to_arguments import ValuesToArguments
 
 BUILTIN = [
     SplitFunctions,
+    OptPasses,
     ShrinkTensors,
+    Globals,
     RemoveResultsAndArguments,
     Regions,
     DropOps,
@@ -24,6 +30,8 @@ BUILTIN = [
     ForwardOperands,
     IreeSimplify,
     ReplaceWithZero,
+    Types,
+    Attributes,
     ArgumentsToConstants,
     TextLines,
     TextBalanced,

@@ -1,0 +1,50 @@
+"""opt-passes: run one cleanup pipeline, in process, as one candidate.
+
+Each pipeline is its own candidate and is never fused into other candidates: a
+canonicalization can fold the very op that triggers the bug, and only the oracle can
+say whether it did. Greedy rewriting is bounded (iterations and rewrites), so a pass
+cannot spin. Pipelines that make the program bigger (inlining) are offered again as
+moves once the program is 1-minimal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir, passmanager
+
+from reducer.strategy import Edit, Program, Strategy
+
+#: name -> pipeline on builtin.module, cheapest and most often useful first
+PIPELINES: dict[str, str] = {
+    "symbol-dce": "symbol-dce",
+    "canonicalize": "canonicalize{max-iterations=4 max-num-rewrites=100000}",
+    "cse": "cse",
+    "inline": "inline{max-iterations=2},symbol-dce",
+    "drop-compiler-hints": "iree-util-drop-compiler-hints",
+    "fold-globals": "iree-util-fold-globals",
+    "ipo": "iree-util-ipo",
+    "util-patterns": "iree-util-apply-patterns",
+    "int-arithmetic": "iree-util-optimize-int-arithmetic",
+    "splat-constants": "iree-util-strip-and-splat-constants",
+}
+
+
+class OptPasses(Strategy):
+    name = "opt-passes"
+    summary = "run canonicalize, cse, symbol-dce, inline or an IREE cleanup pass, each as one candidate"
+    priority = 15
+    moves = True
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        return [Edit("pass", (), name) for name in PIPELINES]
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        root = program.clone()
+        for e in edits:
+            try:
+                pm = passmanager.PassManager.parse(f"builtin.module({PIPELINES[e.arg]})", root.context)
+                pm.run(root)
+            except ir.MLIRError:
+                return None  # the pass does not apply (or failed): no candidate
+        return root
