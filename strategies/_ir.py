@@ -120,7 +120,7 @@ def zero_literal(t: ir.Type) -> str | None:
     elif isinstance(t, ir.ShapedType):
         return None
     if isinstance(elem, ir.IntegerType) and elem.width == 1:
-        value = "false"
+        value = "false" if shaped else "0"  # `false : i1` does not parse as an attribute
     elif isinstance(elem, (ir.IntegerType, ir.IndexType)):
         value = "0"
     elif isinstance(elem, ir.FloatType):

@@ -50,14 +50,9 @@ class ArgumentsToConstants(Strategy):
             first = next(iter(entry.operations)).operation
             for k in sorted(ks):
                 arg = entry.arguments[k]
-                with func.location:
-                    const = ir.Operation.create(
-                        "arith.constant",
-                        results=[arg.type],
-                        attributes={"value": ir.Attribute.parse(zero_literal(arg.type))},  # type: ignore[arg-type]
-                        ip=ir.InsertionPoint(first),
-                    )
-                arg.replace_all_uses_with(const.result)
+                zero = rewriter.zero(arg.type, first)
+                assert zero is not None  # only arguments with a zero literal are listed
+                arg.replace_all_uses_with(zero)
             # the arguments leave the signature and every call site
             rewrite_signature(rewriter, func, fns.calls.get(name, []), drop_args=ks, drop_results=set())
         rewriter.finish()

@@ -77,6 +77,72 @@ def chain(n: int = 200, binary: bool = False, keep: int = 137) -> str:
     return "\n".join(lines) + "\n"
 
 
+def toolbox(n: int = 16, seed: int = 1) -> str:
+    """Issue 4's bar module: scf.if, scf.for with iter_args, a linalg.generic, three
+    functions calling each other, two globals and big dense constants; the bug (an
+    f6E2M3FN round trip the CPU backend cannot legalize) sits in the loop of the
+    innermost callee."""
+    rng = random.Random(seed)
+    t = f"tensor<{n}xf32>"
+    q = f"tensor<{n}xf6E2M3FN>"
+    vec = ", ".join(f"{rng.uniform(-1, 1):.4f}" for _ in range(n))
+    mat = ", ".join(f"{rng.uniform(-1, 1):.4f}" for _ in range(n * n))
+    return f"""#map = affine_map<(d0) -> (d0)>
+util.global private @scale = dense<0.5> : {t}
+util.global private mutable @state = dense<0.0> : {t}
+func.func private @leaf(%x: {t}, %steps: index) -> {t} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %w = arith.constant dense<[{vec}]> : {t}
+  %r = scf.for %i = %c0 to %steps step %c1 iter_args(%acc = %x) -> ({t}) {{
+    %first = arith.cmpi eq, %i, %c0 : index
+    %t = scf.if %first -> ({t}) {{
+      %a = arith.addf %acc, %w : {t}
+      scf.yield %a : {t}
+    }} else {{
+      %m = arith.mulf %acc, %w : {t}
+      %e = math.exp %m : {t}
+      scf.yield %e : {t}
+    }}
+    %lo = arith.truncf %t : {t} to {q}
+    %sq = arith.mulf %lo, %lo : {q}
+    %hi = arith.extf %sq : {q} to {t}
+    %next = arith.addf %hi, %acc : {t}
+    scf.yield %next : {t}
+  }}
+  return %r : {t}
+}}
+func.func private @mid(%x: {t}, %steps: index) -> {t} {{
+  %s = util.global.load @scale : {t}
+  %init = tensor.empty() : {t}
+  %g = linalg.generic {{indexing_maps = [#map, #map, #map], iterator_types = ["parallel"]}}
+      ins(%x, %s : {t}, {t}) outs(%init : {t}) {{
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    %n = arith.negf %p : f32
+    linalg.yield %n : f32
+  }} -> {t}
+  %l = func.call @leaf(%g, %steps) : ({t}, index) -> {t}
+  %out = math.absf %l : {t}
+  return %out : {t}
+}}
+func.func @main(%x: tensor<1x{n}xf32>, %steps: index) -> {t} {{
+  %wm = arith.constant dense<[{mat}]> : tensor<{n * n}xf32>
+  %w2 = tensor.expand_shape %wm [[0, 1]] output_shape [{n}, {n}] : tensor<{n * n}xf32> into tensor<{n}x{n}xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x{n}xf32>
+  %acc = linalg.fill ins(%z : f32) outs(%e : tensor<1x{n}xf32>) -> tensor<1x{n}xf32>
+  %mm = linalg.matmul ins(%x, %w2 : tensor<1x{n}xf32>, tensor<{n}x{n}xf32>) outs(%acc : tensor<1x{n}xf32>) -> tensor<1x{n}xf32>
+  %flat = tensor.collapse_shape %mm [[0, 1]] : tensor<1x{n}xf32> into {t}
+  %prev = util.global.load @state : {t}
+  %in = arith.addf %flat, %prev : {t}
+  %y = func.call @mid(%in, %steps) : ({t}, index) -> {t}
+  util.global.store %y, @state : {t}
+  return %y : {t}
+}}
+"""
+
+
 if __name__ == "__main__":  # pragma: no cover - regenerates examples/
     import sys
 

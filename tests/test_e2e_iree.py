@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_script, needs_iree
-from programs import COMPILE, F6_ERROR, mlp
+from programs import COMPILE, F6_ERROR, mlp, toolbox
 
 from reducer.session import Settings, reduce_file
 
@@ -61,3 +61,25 @@ def test_console_script_lists_strategies():
     assert proc.returncode == 0
     for name in ("drop-ops", "split-functions", "shrink-tensors", "text-lines"):
         assert name in proc.stdout
+
+
+#: What the pinned iree-compile says when the f6E2M3FN round trip sits in a loop body.
+F6_STORE_ERROR = "failed to legalize operation 'vector.store'"
+
+
+def test_toolbox_bar_module_reduces_to_at_most_5_ops_plus_function_and_return(tmp_path: Path):
+    """Issue 4's bar: scf.if, scf.for with iter_args, linalg.generic, three functions, two
+    globals, big constants; the real legalization failure is deep in the callee's loop.
+    The first three strategies alone stop at 7 ops with the loop still there."""
+    src = tmp_path / "model.mlir"
+    src.write_text(toolbox())
+    check = make_script(tmp_path / "check.sh", f'{COMPILE} "$1" -o /dev/null 2>&1 | grep -q "{F6_STORE_ERROR}"')
+    out = tmp_path / "out.mlir"
+    result = reduce_file(Settings(str(src), str(check), str(out), jobs=2))
+    text = out.read_text()
+    assert result.stats.original.ops > 40
+    body = [ln for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("module", "func.func", "return", "}"))]
+    assert len(body) <= 5, text
+    assert "scf." not in text and "util.global" not in text and "f6E2M3FN" in text
+    proc = subprocess.run(f"{COMPILE} {out} -o /dev/null", shell=True, capture_output=True, text=True)
+    assert proc.returncode != 0 and F6_STORE_ERROR in proc.stderr

@@ -126,3 +126,63 @@ def test_weight_ranks_wider_types_and_dynamic_dims_above_their_simpler_forms():
     assert w("tensor<?x4xf32>") > w("tensor<1x4xf32>")
     assert w("%x = arith.addf %a, %b : f64") > w("%x = arith.addf %a, %b : f32")
     assert w("complex<f32>") == 0 and w("vector<4xi8>") == 32
+
+
+class _Replace:
+    """A text move for the tests below: replace one string by another (may grow)."""
+
+    modes = frozenset({"text"})
+    shrinks, moves, priority = False, True, 90
+
+    def __init__(self, name: str, pairs: list[tuple[str, str]]) -> None:
+        self.name, self.pairs = name, pairs
+
+    def opportunities(self, program):
+        from reducer.strategy import Edit
+
+        return [Edit("replace", (), i) for i, (old, _new) in enumerate(self.pairs) if old in program.text]
+
+    def apply(self, program, edits):
+        text = program.text
+        for e in edits:
+            old, new = self.pairs[e.arg]
+            text = text.replace(old, new)
+        return text
+
+
+def _engine_run(tmp_path: Path, text: str, check: str, strategies: list, budget: int = 10):
+    from reducer.engine import Engine
+    from reducer.executor import LocalExecutor
+    from reducer.oracle import Oracle
+    from reducer.workspace import TextWorkspace
+
+    script = make_script(tmp_path / "check.sh", check)
+    written: list[str] = []
+    with LocalExecutor(Oracle(str(script), "in.txt", 10.0), 2) as ex:
+        ws = TextWorkspace(text)
+        engine = Engine(ws, strategies, ex, lambda c: written.append(c.text), move_budget=budget)
+        stats = engine.run()
+    return ws, stats, written
+
+
+def test_a_move_is_kept_only_when_reducing_from_it_ends_smaller(tmp_path: Path):
+    """`xx` cannot go, but the move xx -> y,y,y can, and its lines reduce to `y`; the move
+    xx -> xx,q is interesting too but leads nowhere, so the program comes back."""
+    from strategies.text_lines import TextLines
+
+    moves = _Replace("rewrite", [("xx", "xx\nq"), ("xx", "y\ny\ny")])
+    ws, stats, written = _engine_run(
+        tmp_path, "a\nxx\nb\n", 'grep -q -e xx -e y "$1"', [TextLines(), moves]
+    )
+    assert ws.program.text == "y\n" and written[-1] == "y\n"
+    assert stats.moves_kept == 1 and stats.moves_tried >= 2
+    sizes = [len(t) for t in written]
+    assert sizes == sorted(sizes, reverse=True)  # a trial above the best never reaches the output
+
+
+def test_no_moves_when_the_budget_is_zero(tmp_path: Path):
+    from strategies.text_lines import TextLines
+
+    moves = _Replace("rewrite", [("xx", "y\ny\ny")])
+    ws, stats, _ = _engine_run(tmp_path, "a\nxx\nb\n", 'grep -q -e xx -e y "$1"', [TextLines(), moves], budget=0)
+    assert ws.program.text == "xx\n" and stats.moves_tried == 0
