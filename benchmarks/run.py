@@ -87,9 +87,14 @@ class Tool:
     best: Callable[[Path], Path] | None = None  # where its best-so-far is, when not `result`
 
 
-def _ireereduce(jobs: int) -> Callable[[Path, Path], list[str]]:
+#: The strategies ireereduce had before the full toolbox (issue 4 compares against them).
+FIRST_THREE = "split-functions,shrink-tensors,drop-ops"
+
+
+def _ireereduce(jobs: int, *extra: str) -> Callable[[Path, Path], list[str]]:
     return lambda w, c: [
         "ireereduce", "input.mlir", "--check", str(c), "-o", "out.mlir", "-j", str(jobs), "-q", "--stats-json", "stats.json",
+        *extra,
     ]
 
 
@@ -121,6 +126,7 @@ def _picire(w: Path, c: Path) -> list[str]:
 TOOLS = [
     Tool("ireereduce -j2", _ireereduce(2), "out.mlir"),
     Tool("ireereduce -j1", _ireereduce(1), "out.mlir"),
+    Tool("ireereduce -j2 first-three", _ireereduce(2, "--strategies", FIRST_THREE), "out.mlir"),
     Tool("iree-reduce", _iree_reduce, "out.mlir"),
     Tool(
         "mlir-reduce",
