@@ -104,6 +104,8 @@ def count_ops(root: ir.Operation, skip: frozenset[str] = frozenset()) -> int:
 #: start of its element type (group 3).
 SHAPED_DIMS = re.compile(r"\b(tensor|vector|memref)<((?:(?:\d+|\?|\[\d+\])x)+)([\w.]*)")
 
+#: A 0-d shaped type, e.g. `tensor<f32>`: its element type (group 1).
+_ZERO_D = re.compile(r"\b(?:tensor|vector|memref)<([a-z][\w.]*)>")
 #: A scalar type spelled on its own (not as a shaped type's element): its bit width.
 _SCALAR = re.compile(r"(?<![\w<.x])(?:bf16|tf32|index|[fiu]\d+|si\d+|f\d+E\w+)\b")
 #: What a dynamic dimension weighs: more than 1, so making it static is progress.
@@ -134,6 +136,8 @@ def tensor_volume(text: str) -> int:
     for m in SHAPED_DIMS.finditer(text):
         dims = [DYNAMIC_DIM if d == "?" else int(d.strip("[]")) for d in m.group(2).split("x")[:-1]]
         total += math.prod(dims) * bits(m.group(3))
+    for m in _ZERO_D.finditer(text):
+        total += bits(m.group(1))
     for m in _SCALAR.finditer(text):
         total += bits(m.group(0))
     return total

@@ -398,6 +398,16 @@ def inline_block(op: ir.Operation, block: ir.Block, args: Iterable[ir.Value]) ->
     return list(ops[-1].operands) if ops else []
 
 
+def cuts_nothing(op: ir.Operation) -> bool:
+    """True when op's operands are all block arguments or constants: replacing op by a
+    fresh value cuts no computation, so only dropping it (drop-ops) is worth a check."""
+    for value in op.operands:
+        owner = value.owner
+        if not isinstance(owner, ir.Block) and owner.operation.name != "arith.constant":
+            return False
+    return True
+
+
 def function_type(func: ir.Operation) -> ir.FunctionType:
     return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
 

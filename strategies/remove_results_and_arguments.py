@@ -42,8 +42,9 @@ class RemoveResultsAndArguments(Strategy):
             for k, arg in enumerate(func.regions[0].blocks[0].arguments):
                 if not has_uses(arg):
                     args.append(Edit("argument", path, (name, k)))
-            for k in range(len(function_type(func).results)):
-                results.append(Edit("result", path, (name, k)))
+            n = len(function_type(func).results)
+            if fns.called(name) or n > 1:  # an entry point's only result is all it computes
+                results += [Edit("result", path, (name, k)) for k in range(n)]
         return args + results
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:

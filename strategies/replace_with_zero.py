@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, is_terminator, symbol_name, walk_paths, zero_literal
+from strategies._ir import Rewriter, cuts_nothing, is_terminator, symbol_name, walk_paths, zero_literal
 
 
 class ReplaceWithZero(Strategy):
@@ -26,7 +26,7 @@ class ReplaceWithZero(Strategy):
         for path, op in walk_paths(program.root):
             if len(path) == 3 or is_terminator(op) or symbol_name(op) is not None or not len(op.results):
                 continue
-            if op.name == "arith.constant" or any(zero_literal(r.type) is None for r in op.results):
+            if cuts_nothing(op) or any(zero_literal(r.type) is None for r in op.results):
                 continue
             edits.append(Edit("zero", path))
         edits.reverse()  # later values first: their inputs are the larger slices

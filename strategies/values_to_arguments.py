@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, functions, is_terminator, symbol_name, walk_paths
+from strategies._ir import Rewriter, cuts_nothing, functions, is_terminator, symbol_name, walk_paths
 
 
 class ValuesToArguments(Strategy):
@@ -31,7 +31,7 @@ class ValuesToArguments(Strategy):
                 continue
             if is_terminator(op) or symbol_name(op) is not None or not len(op.results):
                 continue
-            if op.name == "arith.constant":  # an argument is no simpler than a constant
+            if op.name != "arith.constant" and cuts_nothing(op):  # drop-ops tries these
                 continue
             edits.append(Edit("to-argument", path))
         edits.reverse()  # later values have the larger backward slices

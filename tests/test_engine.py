@@ -126,6 +126,7 @@ def test_weight_ranks_wider_types_and_dynamic_dims_above_their_simpler_forms():
     assert w("tensor<?x4xf32>") > w("tensor<1x4xf32>")
     assert w("%x = arith.addf %a, %b : f64") > w("%x = arith.addf %a, %b : f32")
     assert w("complex<f32>") == 0 and w("vector<4xi8>") == 32
+    assert w("tensor<f32>") == 32 > w("tensor<f16>")
 
 
 class _Replace:
