@@ -8,6 +8,7 @@ are built with `Operation.create` at an insertion point.
 
 from __future__ import annotations
 
+import ctypes
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -15,6 +16,21 @@ from typing import Any
 from iree.compiler import ir
 
 Path = tuple[int, ...]
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def op_key(op: ir.Operation) -> int:
+    """The address of the underlying MLIR operation: a stable dictionary key. (The
+    bindings' hash() of an op is that of the Python wrapper, and the wrapper of one op
+    can be replaced after edits around it, which made hash-keyed indexes miss.)"""
+    capsule = op._CAPIPtr  # type: ignore[attr-defined]
+    return int(_capsule_pointer(capsule, _CAPSULE_NAME))
+
+
+_CAPSULE_NAME = b"iree.compiler.ir.Operation._CAPIPtr"
 
 _SYMBOL_IN_TEXT = re.compile(r'(?<!:)@("(?:[^"\\]|\\.)*"|[A-Za-z_$.][\w$.\-]*)')
 
@@ -145,7 +161,7 @@ class Rewriter:
     def __init__(self, root: ir.Operation, called: set[str] | None = None) -> None:
         self.root = root
         self.table: dict[Path, ir.Operation] = dict(walk_paths(root))
-        self._path_of: dict[int, Path] = {hash(op): p for p, op in self.table.items()}
+        self._path_of: dict[int, Path] = {op_key(op): p for p, op in self.table.items()}
         self._kids: dict[Path, list[Path]] = {}
         for p in self.table:
             self._kids.setdefault(p[:-3], []).append(p)
@@ -171,20 +187,36 @@ class Rewriter:
                 result.replace_all_uses_with(value if value is not None else self.replacement(result, op))
         self._erase(path)
 
+    def swap(self, path: Path, new: ir.Operation) -> None:
+        """`new` (which took over the op's body and its uses) replaces the op at path:
+        the paths of the ops inside stay valid."""
+        old = self.table[path]
+        self.table[path] = new
+        self._path_of[op_key(new)] = path
+        old.erase()
+
     def erase_op(self, op: ir.Operation) -> None:
         """Erase op (results unused) through the table when it is listed there."""
-        path = self._path_of.get(hash(op))
+        path = self.path_of(op)
         if path is not None and self.table.get(path) is not None:
             self._erase(path)
         else:
             op.erase()
+
+    def path_of(self, op: ir.Operation) -> Path | None:
+        """The table path of a live op (None for ops this rewriter created)."""
+        path = self._path_of.get(op_key(op))
+        if path is None:
+            return None
+        known = self.table.get(path)
+        return path if known is not None and known == op else None  # an address may be reused
 
     def note_feeders(self, values: Iterable[ir.Value]) -> None:
         """Values that lose a use: `finish` prunes their definers if nothing else needs them."""
         for value in values:
             owner = value.owner
             if not isinstance(owner, ir.Block):
-                path = self._path_of.get(hash(owner.operation))
+                path = self.path_of(owner.operation)
                 if path is not None:
                     self._pending.append(path)
 
@@ -199,7 +231,7 @@ class Rewriter:
     def drop(self, paths: list[Path], prune: bool = True) -> None:
         """Erase the ops at paths (in program order) and rewire their uses."""
         paths = outermost(p for p in paths if p in self.table)
-        self._dropping = {hash(self.table[p]) for p in paths}
+        self._dropping = {op_key(self.table[p]) for p in paths}
         feeders: list[Path] = []
         for path in paths:
             if self.is_erased(path):
@@ -241,7 +273,7 @@ class Rewriter:
             owner = value.owner
             if isinstance(owner, ir.Block):
                 continue
-            path = self._path_of.get(hash(owner.operation))
+            path = self.path_of(owner.operation)
             if path is not None:  # None: an op this rewriter created
                 out.append(path)
         return out
@@ -318,7 +350,7 @@ class Rewriter:
         owner = value.owner
         if isinstance(owner, ir.Block):
             return value
-        mine, theirs = position.get(hash(before)), position.get(hash(owner.operation))
+        mine, theirs = position.get(op_key(before)), position.get(op_key(owner.operation))
         if mine is None or theirs is None:
             return None
         return value if theirs < mine else False
@@ -334,8 +366,8 @@ class Rewriter:
         position: dict[int, int] = {}
         for i, child in enumerate(block.operations):
             child = child.operation
-            position[hash(child)] = i
-            if hash(child) in self._dropping:
+            position[op_key(child)] = i
+            if op_key(child) in self._dropping:
                 continue
             for result in child.results:
                 first.setdefault(str(result.type), result)

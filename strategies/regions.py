@@ -1,6 +1,7 @@
 """regions: simplify ops with regions the way an engineer does by hand.
 
-`scf.if` becomes one of its branches; `scf.for` runs its body once or not at all;
+`scf.if` becomes one of its branches; `scf.for` runs its body once or not at all, or
+loses an iter_arg (its uses inside and after the loop get the initial value);
 `scf.while` and `scf.forall` are skipped; `scf.execute_region` and IREE's
 `flow.dispatch.region` are unwrapped into plain ops; a `linalg.generic` body yields one
 of its block arguments instead of computing. No MLIR reducer does these today
@@ -35,6 +36,8 @@ def _kinds(op: ir.Operation) -> list[tuple[str, object]]:
     if op.name in ("scf.execute_region", "flow.dispatch.region") and len(op.regions[0].blocks) != 1:
         kinds.remove("unwrap")
     out: list[tuple[str, object]] = [(k, None) for k in kinds]
+    if op.name == "scf.for":
+        out += [("drop-iter-arg", k) for k in range(len(op.results))]
     if op.name == "linalg.generic":
         block = op.regions[0].blocks[0]
         term = list(block.operations)[-1].operation
@@ -64,6 +67,10 @@ class Regions(Strategy):
         root = program.clone()
         rewriter = Rewriter(root)
         done: set[tuple[int, ...]] = set()
+        dropped_iter_args: dict[tuple[int, ...], set[int]] = {}
+        for e in edits:
+            if e.kind == "drop-iter-arg":
+                dropped_iter_args.setdefault(e.path, set()).add(e.arg)  # type: ignore[arg-type]
         # innermost first: unwrapping an outer op moves the inner ones out of the table's paths
         for e in sorted(edits, key=lambda e: e.path, reverse=True):
             if e.path in done:
@@ -72,6 +79,9 @@ class Regions(Strategy):
             if op is None:
                 continue
             done.add(e.path)
+            if e.kind == "drop-iter-arg":
+                _drop_iter_args(rewriter, e.path, op, dropped_iter_args[e.path])
+                continue
             values = _simplify(rewriter, op, e)
             if values is not None:
                 rewriter.replace_op(e.path, values)
@@ -103,3 +113,31 @@ def _simplify(rewriter: Rewriter, op: ir.Operation, e: Edit) -> list[ir.Value] |
         term.operands[j] = block.arguments[k]
         return None
     return None
+
+
+def _drop_iter_args(rewriter: Rewriter, path: tuple[int, ...], loop: ir.Operation, drop: set[int]) -> None:
+    """Rebuild the scf.for without iter_args `drop`; their uses get the initial value."""
+    operands = list(loop.operands)
+    inits = operands[3:]
+    block = loop.regions[0].blocks[0]
+    for k in drop:
+        block.arguments[1 + k].replace_all_uses_with(inits[k])
+    kept = [k for k in range(len(inits)) if k not in drop]
+    attributes = {name: loop.attributes[name] for name in loop.attributes}
+    with loop.location:
+        new = ir.Operation.create(
+            "scf.for", results=[loop.results[k].type for k in kept], operands=operands[:3] + [inits[k] for k in kept],
+            attributes=attributes, regions=1, ip=ir.InsertionPoint(loop),
+        )
+        block.append_to(new.regions[0])
+        for k in sorted(drop, reverse=True):
+            block.erase_argument(1 + k)
+        term = list(block.operations)[-1].operation
+        yielded = list(term.operands)
+        rewriter.note_feeders(yielded[k] for k in drop)
+        ir.Operation.create(term.name, operands=[yielded[k] for k in kept], ip=ir.InsertionPoint(term))
+        rewriter.erase_op(term)
+    new_results = iter(new.results)
+    for k, result in enumerate(loop.results):
+        result.replace_all_uses_with(inits[k] if k in drop else next(new_results))
+    rewriter.swap(path, new)

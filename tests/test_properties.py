@@ -3,6 +3,7 @@ verifies or is rejected before the oracle, and no strategy ever raises."""
 
 from __future__ import annotations
 
+import os
 import random
 
 from conftest import workspace
@@ -80,7 +81,7 @@ def modules(draw: st.DrawFn) -> str:
     return "\n".join(parts) + "\n"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "20")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=modules(), data=st.data())
 def test_every_candidate_verifies_or_is_rejected_and_no_strategy_raises(text: str, data: st.DataObject):
     ws = workspace(text)

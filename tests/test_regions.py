@@ -71,6 +71,24 @@ def test_loop_runs_once_or_never():
     assert "scf.for" not in skip and "math.exp" not in skip and "return %arg0" in skip
 
 
+def test_a_loop_loses_an_iter_arg_and_what_only_it_computed():
+    two = """
+func.func @f(%x: f32, %y: f32, %n: index) -> (f32, f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r:2 = scf.for %i = %c0 to %n step %c1 iter_args(%a = %x, %b = %y) -> (f32, f32) {
+    %p = math.exp %a : f32
+    %q = math.log %b : f32
+    scf.yield %p, %q : f32, f32
+  }
+  return %r#0, %r#1 : f32, f32
+}
+"""
+    text = outcomes(two)[("drop-iter-arg", 1)].text
+    assert "iter_args(%arg4 = %arg0) -> (f32)" in text and "math.log" not in text
+    assert "return %0, %arg1 : f32, f32" in text
+
+
 def test_generic_body_yields_an_argument_and_loses_its_computation():
     out = outcomes(GENERIC)
     assert set(out) == {("yield-argument", (0, 0)), ("yield-argument", (0, 1))}
