@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from rich.table import Table
 from reducer import session
 from reducer.session import EXIT_CODES, Flaky, Interrupted, Result, Settings, UserError
 
-HELP = f"""Reduce INPUT (an .mlir file) to a smaller program that CHECK still finds interesting.
+HELP = """Reduce INPUT (an .mlir file) to a smaller program that CHECK still finds interesting.
 
 \b
 The check script decides. It must exit 0 while the bug is still there (C-Reduce,
@@ -88,6 +89,7 @@ def main(
     debug: bool,
 ) -> None:
     _setup_logging(verbose, quiet, log_file)
+    _stop_on_signals()
     settings = Settings(
         input=input_file,
         check=check,
@@ -130,6 +132,18 @@ def main(
         sys.exit(session.EXIT_INTERNAL)
     _summary(console, result)
     _write_stats(stats_json, result, "done")
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM stop the run cleanly (summary, exit 130), whoever sends them.
+    Python keeps SIGINT ignored when its parent ignored it, as a shell does for a
+    background job; a bot stopping a reduction would then have to SIGKILL it."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 def _write_stats(path: str | None, result: Result, status: str) -> None:

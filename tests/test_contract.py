@@ -137,7 +137,16 @@ def test_background_children_of_a_finished_check_are_killed(tmp_path: Path):
     assert not _alive(int(pidfile.read_text()))
 
 
-def test_interrupt_keeps_the_best_so_far(case: Path):
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a shell does to a background job
+
+
+@pytest.mark.parametrize(
+    "sig,inherit_ignored", [(2, False), (2, True), (15, False)], ids=["SIGINT", "SIGINT-after-ignored", "SIGTERM"]
+)
+def test_interrupt_keeps_the_best_so_far(case: Path, sig: int, inherit_ignored: bool):
     big = "func.func @f(%a: f32) -> f32 {\n" + "".join(
         f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i-1}'} : f32\n" for i in range(60)
     ) + "  %e = math.exp %v59 : f32\n  return %e : f32\n}\n"
@@ -145,13 +154,13 @@ def test_interrupt_keeps_the_best_so_far(case: Path):
     make_script(case / "check.sh", 'sleep 0.3; grep -q math.exp "$1"')
     proc = subprocess.Popen(
         [sys.executable, "-m", "reducer.cli", "input.mlir", "--check", "check.sh", "-j", "2"],
-        cwd=case, stderr=subprocess.PIPE, text=True,
+        cwd=case, stderr=subprocess.PIPE, text=True, preexec_fn=_ignore_sigint if inherit_ignored else None,
     )
     out = case / "input.reduced.mlir"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (not out.exists() or len(out.read_text()) >= len(big)):
         time.sleep(0.1)
-    proc.send_signal(2)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == session.EXIT_INTERRUPTED, err
     assert "Traceback" not in err
