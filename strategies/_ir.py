@@ -57,6 +57,14 @@ def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir
                     yield from walk_paths(op, path)
 
 
+def body_ops(root: ir.Operation) -> Iterator[tuple[Path, ir.Operation]]:
+    """(path, op) for the ops a strategy may remove: inside a top-level symbol (the
+    symbols themselves are split-functions' job), not terminators, not symbols."""
+    for path, op in walk_paths(root):
+        if len(path) > 3 and not is_terminator(op) and symbol_name(op) is None:
+            yield path, op
+
+
 def outermost(paths: Iterable[Path]) -> list[Path]:
     """Drop paths nested inside another path of the set: erasing the parent erases them."""
     ordered = sorted(set(paths))

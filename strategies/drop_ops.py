@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, is_terminator, symbol_name, walk_paths
+from strategies._ir import Rewriter, body_ops
 
 
 class DropOps(Strategy):
@@ -22,14 +22,7 @@ class DropOps(Strategy):
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
-        edits = []
-        for path, op in walk_paths(program.root):
-            if len(path) == 3:  # direct children of the module are symbols: split-functions' job
-                continue
-            if is_terminator(op) or symbol_name(op) is not None:
-                continue
-            edits.append(Edit("drop", path))
-        return edits
+        return [Edit("drop", path) for path, _op in body_ops(program.root)]
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()

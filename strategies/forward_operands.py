@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, is_terminator, symbol_name, walk_paths
+from strategies._ir import Rewriter, body_ops
 
 
 class ForwardOperands(Strategy):
@@ -24,8 +24,8 @@ class ForwardOperands(Strategy):
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
         edits = []
-        for path, op in walk_paths(program.root):
-            if len(path) == 3 or is_terminator(op) or symbol_name(op) is not None or not len(op.results):
+        for path, op in body_ops(program.root):
+            if not len(op.results):
                 continue
             operands = list(op.operands)
             for result_types in [[r.type for r in op.results]]:

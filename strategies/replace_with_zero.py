@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, cuts_nothing, is_terminator, symbol_name, walk_paths, zero_literal
+from strategies._ir import Rewriter, body_ops, cuts_nothing, zero_literal
 
 
 class ReplaceWithZero(Strategy):
@@ -23,10 +23,8 @@ class ReplaceWithZero(Strategy):
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
         edits = []
-        for path, op in walk_paths(program.root):
-            if len(path) == 3 or is_terminator(op) or symbol_name(op) is not None or not len(op.results):
-                continue
-            if cuts_nothing(op) or any(zero_literal(r.type) is None for r in op.results):
+        for path, op in body_ops(program.root):
+            if not len(op.results) or cuts_nothing(op) or any(zero_literal(r.type) is None for r in op.results):
                 continue
             edits.append(Edit("zero", path))
         edits.reverse()  # later values first: their inputs are the larger slices

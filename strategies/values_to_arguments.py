@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, cuts_nothing, functions, is_terminator, symbol_name, walk_paths
+from strategies._ir import Rewriter, body_ops, cuts_nothing, functions
 
 
 class ValuesToArguments(Strategy):
@@ -26,10 +26,8 @@ class ValuesToArguments(Strategy):
         fns = functions(program.memo, program.root)
         entry = {path for name, path in fns.paths.items() if not fns.called(name)}
         edits = []
-        for path, op in walk_paths(program.root):
-            if len(path) == 3 or path[:3] not in entry:
-                continue
-            if is_terminator(op) or symbol_name(op) is not None or not len(op.results):
+        for path, op in body_ops(program.root):
+            if path[:3] not in entry or not len(op.results):
                 continue
             if op.name != "arith.constant" and cuts_nothing(op):  # drop-ops tries these
                 continue
