@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import attrs
+import networkx as nx
 from iree.compiler import ir
 
 Path = tuple[int, ...]
@@ -456,6 +458,11 @@ def set_function_type(func: ir.Operation, inputs: list[ir.Type], results: list[i
     func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
 
 
+def attributes_of(op: ir.Operation) -> dict[str, ir.Attribute]:
+    """op's attributes, to give a rebuilt op (fewer operands, results or iter_args)."""
+    return {name: get_attr(op, name) for name in op.attributes}  # type: ignore[misc]
+
+
 def has_uses(value: ir.Value) -> bool:
     return _has_uses(value)
 
@@ -495,8 +502,9 @@ class Functions:
                 else:
                     self.pinned.add(ref)
 
-    def rewritable(self, name: str) -> bool:
-        return name in self.paths and name not in self.pinned
+    def fixed_signature(self, name: str) -> bool:
+        """Something other than a func.call refers to it: its signature must stay."""
+        return name in self.pinned
 
     def called(self, name: str) -> bool:
         return bool(self.calls.get(name)) or name in self.pinned
@@ -517,3 +525,45 @@ def functions(program_memo: dict, root: ir.Operation) -> Functions:
     if found is None:
         found = program_memo["functions"] = Functions(root)
     return found
+
+
+@attrs.frozen
+class SymbolInfo:
+    """The module's symbols, computed once on the current program and shared by every
+    strategy and every subset (split-functions, globals)."""
+
+    symbols: dict[str, Path]  # top-level symbol -> its path
+    functions: list[str]
+    graph: nx.DiGraph  # symbol -> symbols it references
+    users: dict[str, list[Path]]  # symbol -> ops (outside it) that reference it
+
+
+def analyse(program: Any) -> SymbolInfo:
+    """Top-level symbols, the reference graph and each symbol's users, once per program."""
+    cached = program.memo.get("symbols")
+    if cached is not None:
+        return cached
+    assert program.root is not None
+    symbols: dict[str, Path] = {}
+    functions: list[str] = []
+    owner_of: dict[Path, str] = {}
+    graph = nx.DiGraph()
+    users: dict[str, list[Path]] = {}
+    for path, op in walk_paths(program.root):
+        if len(path) == 3:
+            name = symbol_name(op)
+            if name is not None:
+                symbols[name] = path
+                owner_of[path] = name
+                graph.add_node(name)
+                if is_function(op):
+                    functions.append(name)
+        owner = owner_of.get(path[:3])
+        for ref in referenced_symbols(op):
+            if owner is not None:
+                graph.add_edge(owner, ref)
+            if ref != owner:
+                users.setdefault(ref, []).append(path)
+    info = SymbolInfo(symbols, functions, graph, users)
+    program.memo["symbols"] = info
+    return info

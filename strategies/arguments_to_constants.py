@@ -28,7 +28,7 @@ class ArgumentsToConstants(Strategy):
         fns = functions(program.memo, program.root)
         edits = []
         for name, path in fns.paths.items():
-            if fns.called(name) and not fns.rewritable(name):
+            if fns.fixed_signature(name):
                 continue
             func = op_at(program, path)
             for k, arg in enumerate(func.regions[0].blocks[0].arguments):

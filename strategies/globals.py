@@ -14,21 +14,13 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, get_attr, referenced_symbols, symbol_name, walk_paths
+from strategies._ir import Rewriter, analyse, get_attr, op_at, symbol_name, walk_paths
 
 #: global op -> (attribute holding its initial value, load ops, store ops)
 GLOBALS = {
     "util.global": ("initial_value", {"util.global.load"}, {"util.global.store"}),
     "ml_program.global": ("value", {"ml_program.global_load", "ml_program.global_load_const"}, {"ml_program.global_store"}),
 }
-
-
-def _users(root: ir.Operation) -> dict[str, list[tuple[tuple[int, ...], str]]]:
-    users: dict[str, list[tuple[tuple[int, ...], str]]] = {}
-    for path, op in walk_paths(root):
-        for ref in referenced_symbols(op):
-            users.setdefault(ref, []).append((path, op.name))
-    return users
 
 
 class Globals(Strategy):
@@ -38,16 +30,14 @@ class Globals(Strategy):
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
-        users = program.memo.get("globals.users")
-        if users is None:
-            users = program.memo["globals.users"] = _users(program.root)
+        users = analyse(program).users
         edits = []
         variants_seen: dict[tuple[int, ...], int] = {}
         for path, op in walk_paths(program.root):
             if op.name in GLOBALS and len(path) == 3:
                 name = symbol_name(op)
                 _attr, loads, stores = GLOBALS[op.name]
-                if name is not None and all(kind in loads | stores for _p, kind in users.get(name, [])):
+                if name is not None and all(op_at(program, p).name in loads | stores for p in users.get(name, [])):
                     edits.append(Edit("fold", path, name))
             elif op.name == "hal.executable.variant":
                 parent = path[:-3]
@@ -58,7 +48,7 @@ class Globals(Strategy):
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
-        users = program.memo["globals.users"]
+        users = analyse(program).users
         rewriter = Rewriter(root)
         for e in sorted(edits, key=lambda e: e.path, reverse=True):
             op = rewriter.op(e.path)
@@ -69,11 +59,11 @@ class Globals(Strategy):
                 continue
             attr_name, loads, _stores = GLOBALS[op.name]
             initial = get_attr(op, attr_name)
-            for path, kind in users.get(e.arg, []):
+            for path in users.get(e.arg, []):
                 user = rewriter.op(path)
                 if user is None:
                     continue
-                if kind in loads:
+                if user.name in loads:
                     t = user.results[0].type
                     value = None
                     if initial is not None and _typed(initial) == t:

@@ -30,14 +30,6 @@ def _fillable(op: ir.Operation) -> bool:
     )
 
 
-def _scalar_zero(t: ir.Type) -> ir.Attribute | None:
-    if isinstance(t, ir.IntegerType):
-        return ir.IntegerAttr.get(t, 0)
-    if isinstance(t, ir.FloatType):
-        return ir.FloatAttr.get(t, 0.0)
-    return None
-
-
 class IreeSimplify(Strategy):
     name = "iree-simplify"
     summary = "linalg op -> linalg.fill of zero into its init; remove util.optimization_barrier"
@@ -65,11 +57,10 @@ class IreeSimplify(Strategy):
                 continue
             inits = list(op.operands)[-len(op.results) :]
             fills = []
-            with op.location, ir.InsertionPoint(op):
-                for init in inits:
-                    t = ir.RankedTensorType(init.type).element_type
-                    zero = ir.Operation.create("arith.constant", results=[t], attributes={"value": _scalar_zero(t)})
-                    fills.append(linalg.fill(zero.result, outs=[init]))
+            for init in inits:
+                zero = rewriter.zero(ir.RankedTensorType(init.type).element_type, op)
+                with op.location, ir.InsertionPoint(op):
+                    fills.append(linalg.fill(zero, outs=[init]))
             rewriter.replace_op(e.path, fills)
         rewriter.finish()
         return root

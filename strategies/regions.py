@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, inline_block, walk_paths
+from strategies._ir import Rewriter, attributes_of, inline_block, walk_paths
 
 #: op name -> edit kinds offered for it (checked further in `_kinds`)
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -123,11 +123,10 @@ def _drop_iter_args(rewriter: Rewriter, path: tuple[int, ...], loop: ir.Operatio
     for k in drop:
         block.arguments[1 + k].replace_all_uses_with(inits[k])
     kept = [k for k in range(len(inits)) if k not in drop]
-    attributes = {name: loop.attributes[name] for name in loop.attributes}
     with loop.location:
         new = ir.Operation.create(
             "scf.for", results=[loop.results[k].type for k in kept], operands=operands[:3] + [inits[k] for k in kept],
-            attributes=attributes, regions=1, ip=ir.InsertionPoint(loop),
+            attributes=attributes_of(loop), regions=1, ip=ir.InsertionPoint(loop),
         )
         block.append_to(new.regions[0])
         for k in sorted(drop, reverse=True):

@@ -16,6 +16,7 @@ from reducer.strategy import Edit, Program, Strategy
 from strategies._ir import (
     Path,
     Rewriter,
+    attributes_of,
     function_type,
     functions,
     get_attr,
@@ -36,7 +37,7 @@ class RemoveResultsAndArguments(Strategy):
         fns = functions(program.memo, program.root)
         args, results = [], []
         for name, path in fns.paths.items():
-            if fns.called(name) and not fns.rewritable(name):
+            if fns.fixed_signature(name):
                 continue
             func = op_at(program, path)
             for k, arg in enumerate(func.regions[0].blocks[0].arguments):
@@ -67,10 +68,6 @@ def _without(items: list, drop: set[int]) -> list:
     return [x for i, x in enumerate(items) if i not in drop]
 
 
-def _attributes(op: ir.Operation) -> dict[str, ir.Attribute]:
-    return {name: get_attr(op, name) for name in op.attributes}  # type: ignore[misc]
-
-
 def rewrite_signature(
     rewriter: Rewriter, func: ir.Operation, calls: list[Path], drop_args: set[int], drop_results: set[int]
 ) -> None:
@@ -95,7 +92,7 @@ def rewrite_signature(
             rewriter.note_feeders(operands[k] for k in drop_results if k < len(operands))
             with term.location:
                 ir.Operation.create(
-                    term.name, operands=_without(operands, drop_results), attributes=_attributes(term),
+                    term.name, operands=_without(operands, drop_results), attributes=attributes_of(term),
                     ip=ir.InsertionPoint(term),
                 )
             rewriter.erase_op(term)
@@ -111,7 +108,7 @@ def rewrite_signature(
                 call.name,
                 results=[r.type for r in _without(results, drop_results)],
                 operands=_without(operands, drop_args),
-                attributes=_attributes(call),
+                attributes=attributes_of(call),
                 ip=ir.InsertionPoint(call),
             )
         kept = iter(new.results)

@@ -9,52 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import attrs
 import networkx as nx
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Path, Rewriter, is_function, referenced_symbols, symbol_name, walk_paths
-
-
-@attrs.frozen
-class SymbolInfo:
-    """Per-program analysis, computed once on the current program and reused for every subset."""
-
-    symbols: dict[str, Path]  # top-level symbol -> its path
-    functions: list[str]
-    graph: nx.DiGraph  # symbol -> symbols it references
-    users: dict[str, list[Path]]  # symbol -> ops (outside it) that reference it
-
-
-def analyse(program: Program) -> SymbolInfo:
-    cached = program.memo.get("split-functions")
-    if cached is not None:
-        return cached
-    assert program.root is not None
-    symbols: dict[str, Path] = {}
-    functions: list[str] = []
-    owner_of: dict[Path, str] = {}
-    graph = nx.DiGraph()
-    users: dict[str, list[Path]] = {}
-    for path, op in walk_paths(program.root):
-        if len(path) == 3:
-            name = symbol_name(op)
-            if name is not None:
-                symbols[name] = path
-                owner_of[path] = name
-                graph.add_node(name)
-                if is_function(op):
-                    functions.append(name)
-        owner = owner_of.get(path[:3])
-        for ref in referenced_symbols(op):
-            if owner is not None:
-                graph.add_edge(owner, ref)
-            if ref != owner:
-                users.setdefault(ref, []).append(path)
-    info = SymbolInfo(symbols, functions, graph, users)
-    program.memo["split-functions"] = info
-    return info
+from strategies._ir import Rewriter, analyse
 
 
 class SplitFunctions(Strategy):
