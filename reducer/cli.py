@@ -56,9 +56,29 @@ def _names(value: str | None) -> list[str] | None:
 
 @click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True))
-@click.option("--check", "-c", "check", required=True, type=click.Path(), help="Interestingness script: exit 0 = still interesting.")
+@click.option("--check", "-c", "check", type=click.Path(), help="Interestingness script: exit 0 = still interesting (or use --compile).")
+@click.option("--compile", "compile_", metavar="COMMAND", help="Built-in oracle: interesting while this command ({input} = the candidate) fails the way it fails on the original.")
+@click.option("--expect-error", metavar="REGEX", help="With --compile: stderr must also match REGEX.")
+@click.option("--expect-crash", is_flag=True, help="With --compile: the compiler must crash (a signal or an LLVM stack dump).")
+@click.option("--allow-slippage", is_flag=True, help="Accept any failure, not only the original's signature (exit kind, first error, crash frames).")
+@click.option("--mismatch", is_flag=True, help="Built-in oracle: --compile and --against build two modules ({output}); interesting while iree-run-module's outputs differ.")
+@click.option("--against", metavar="COMMAND", help="The second configuration: for --mismatch, or the fast side of --slower-than-factor.")
+@click.option("--backends", metavar="A,B", help="Shorthand for --mismatch between two llvm-cpu/vmvx style local backends.")
+@click.option("--run", "runner", default="iree-run-module --device=local-task", show_default=True, help="How --mismatch runs a module.")
+@click.option("--function", help="With --mismatch: the function to run [default: main, else the first export].")
+@click.option("--rtol", type=float, default=1e-3, show_default=True, help="With --mismatch: relative tolerance.")
+@click.option("--atol", type=float, default=1e-4, show_default=True, help="With --mismatch: absolute tolerance.")
+@click.option("--slower-than", type=click.FloatRange(min=0), metavar="SECONDS", help="Built-in oracle: interesting while --compile takes longer than this (measured again near the limit).")
+@click.option("--slower-than-factor", type=click.FloatRange(min=1), metavar="N", help="Built-in oracle: interesting while --compile takes N times longer than --against.")
+@click.option("--phases/--no-phases", default=True, show_default=True, help="With an iree-compile --compile: find the phase where the failure appears and stop each check there.")
+@click.option("--from-phase-dump", is_flag=True, help="Also start reducing from the IR iree-compile dumps after the phase before (--compile-from).")
+@click.option("--isolate-dispatch", is_flag=True, help="For a codegen failure: find the executable that fails alone (--compile-mode=hal-executable) and reduce only it.")
+@click.option("--reduce-flags/--no-reduce-flags", default=True, show_default=True, help="With a built-in oracle: afterwards drop the compiler flags (and pipeline passes) the failure does not need.")
+@click.option("--for-upstream", is_flag=True, help="Finally rename symbols, strip locations, discardable attributes and dense_resource blobs (each kept only if still interesting).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write a ready-to-file Markdown bug report here.")
+@click.option("--report-json", type=click.Path(dir_okay=False), help="Write the report as JSON (schema: docs/report-schema.json).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir].")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=os.cpu_count() or 1, show_default=True, help="Checks run in parallel.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
 @click.option("--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself).")
 @click.option("--batch", type=click.IntRange(min=1), default=session.DEFAULT_BATCH, show_default=True, help="Candidates judged together before committing; the output depends on it, never on -j.")
@@ -73,9 +93,29 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
 def main(
     input_file: str,
-    check: str,
+    check: str | None,
+    compile_: str | None,
+    expect_error: str | None,
+    expect_crash: bool,
+    allow_slippage: bool,
+    mismatch: bool,
+    against: str | None,
+    backends: str | None,
+    runner: str,
+    function: str | None,
+    rtol: float,
+    atol: float,
+    slower_than: float | None,
+    slower_than_factor: float | None,
+    phases: bool,
+    from_phase_dump: bool,
+    isolate_dispatch: bool,
+    reduce_flags: bool,
+    for_upstream: bool,
+    report: str | None,
+    report_json: str | None,
     output: str | None,
-    jobs: int,
+    jobs: int | None,
     timeout: float | None,
     no_verify: bool,
     batch: int,
@@ -90,11 +130,33 @@ def main(
 ) -> None:
     _setup_logging(verbose, quiet, log_file)
     _stop_on_signals()
+    timing = slower_than is not None or slower_than_factor is not None
+    if backends:
+        compile_, against, mismatch = _backends(backends, compile_)
     settings = Settings(
         input=input_file,
         check=check,
+        compile=compile_,
+        against=against,
+        mismatch=mismatch,
+        runner=runner,
+        function=function,
+        rtol=rtol,
+        atol=atol,
+        slower_than=slower_than,
+        slower_than_factor=slower_than_factor,
+        expect_error=expect_error,
+        expect_crash=expect_crash,
+        allow_slippage=allow_slippage,
+        phases=phases,
+        from_phase_dump=from_phase_dump,
+        isolate_dispatch=isolate_dispatch,
+        reduce_flags=reduce_flags,
+        for_upstream=for_upstream,
+        report=report,
+        report_json=report_json,
         output=output,
-        jobs=jobs,
+        jobs=jobs or (1 if timing else os.cpu_count() or 1),
         timeout=timeout,
         verify=not no_verify,
         batch=batch,
@@ -111,11 +173,13 @@ def main(
     except Interrupted as exc:
         _summary(console, exc.result)
         _write_stats(stats_json, exc.result, "interrupted")
+        _write_reports(settings, exc.result, "interrupted")
         click.echo(f"ireereduce: interrupted; the smallest interesting program so far is in {exc.result.output}", err=True)
         sys.exit(session.EXIT_INTERRUPTED)
     except Flaky as exc:
         _summary(console, exc.result)
         _write_stats(stats_json, exc.result, "flaky")
+        _write_reports(settings, exc.result, "flaky")
         click.echo(
             f"ireereduce: error: the reduced program in {exc.result.output} was not interesting when checked again; "
             "the check is flaky (make it deterministic, or raise --timeout)",
@@ -132,6 +196,36 @@ def main(
         sys.exit(session.EXIT_INTERNAL)
     _summary(console, result)
     _write_stats(stats_json, result, "done")
+    _write_reports(settings, result, "reduced")
+
+
+def _backends(value: str, flags: str | None) -> tuple[str, str, bool]:
+    """--backends A,B [--compile 'extra flags']: the two local-device compile commands."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if len(names) != 2:
+        raise click.BadParameter("give two backends, e.g. llvm-cpu,vmvx", param_hint="--backends")
+    extra = flags or ""
+    if "{input}" in extra:
+        raise click.BadParameter("with --backends, --compile holds only extra flags", param_hint="--compile")
+
+    def command(backend: str) -> str:
+        cpu = " --iree-llvmcpu-target-cpu=generic" if backend == "llvm-cpu" else ""
+        return (f"iree-compile {{input}} --iree-hal-target-device=local "
+                f"--iree-hal-local-target-device-backends={backend}{cpu} {extra} -o {{output}}").strip()
+
+    return command(names[0]), command(names[1]), True
+
+
+def _write_reports(settings: Settings, result: Result, status: str) -> None:
+    if not (settings.report or settings.report_json):
+        return
+    from reducer import report
+
+    data = report.build(result, settings.input, status)
+    if settings.report:
+        session.write_atomically(settings.report, report.to_markdown(data).encode())
+    if settings.report_json:
+        session.write_atomically(settings.report_json, report.to_json(data).encode())
 
 
 def _raise_interrupt(_signum: int, _frame: object) -> None:
@@ -195,6 +289,24 @@ def _summary(console: Console, result: Result) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    judged = ", ".join(f"{n} {what}" for what, n in sorted(s.outcomes.items(), key=lambda kv: -kv[1]))
+    if judged:
+        console.print(f"checked candidates: {judged}", markup=False, highlight=False, soft_wrap=True)
+    if s.outcomes.get("different bug"):
+        console.print(
+            f"{s.outcomes['different bug']} candidates were rejected as a different bug (another failure signature)",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+    f = result.findings
+    for label, value in (
+        ("dispatch", (f["dispatch"]["name"] + f" (of {f['dispatch']['executables']} executables)") if f.get("dispatch") else None),  # type: ignore[index]
+        ("failing phase", f.get("phase")),
+        ("started from the IR after", f.get("started_from")),
+        ("flags not needed", ", ".join(f.get("flags_removed", [])) or None),  # type: ignore[arg-type]
+        ("for upstream", ", ".join(f.get("for_upstream", [])) or None),  # type: ignore[arg-type]
+    ):
+        if value:
+            console.print(f"{label}: {value}", markup=False, highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -55,6 +55,8 @@ class RunStats:
     cache_hits: int = 0
     timeouts: int = 0
     rounds: int = 0
+    #: Judged candidates by the oracle's reason: interesting, not interesting, different bug, ...
+    outcomes: Counter[str] = attrs.field(factory=Counter)
     moves_tried: int = 0  # move candidates judged by the oracle
     moves_kept: int = 0  # moves after which reducing ended smaller than before them
     engine_seconds: float = 0.0  # materialising: applying, verifying, printing
@@ -278,6 +280,7 @@ class Engine:
         for k, future in pending.items():
             verdict = future.result()
             self.cache.put(k, verdict.interesting)
+            self.stats.outcomes[verdict.outcome or ("interesting" if verdict.interesting else "not interesting")] += 1
             if verdict.timed_out:
                 self.stats.timeouts += 1
         self.stats.wait_seconds += time.monotonic() - t0

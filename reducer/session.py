@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -18,7 +20,11 @@ import attrs
 from reducer import ir as irutil
 from reducer.engine import DEFAULT_BATCH, DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
-from reducer.oracle import Oracle, Verdict
+from reducer import dispatch, phases, upstream
+from reducer.flags import reduce_flags
+from reducer.oracle import Oracle, ScriptOracle, Verdict
+from reducer.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
+from reducer.oracles.command import Command, CommandError
 from reducer.strategy import Strategy, discover
 from reducer.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
 
@@ -59,7 +65,7 @@ class UserError(Exception):
 @attrs.define
 class Settings:
     input: str
-    check: str
+    check: str | None = None  # the user's script; or one of the built-in oracles below
     output: str | None = None
     jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)
     timeout: float | None = None
@@ -68,6 +74,28 @@ class Settings:
     strategies: Sequence[str] | None = None
     skip_strategies: Sequence[str] = ()
     move_budget: int = DEFAULT_MOVE_BUDGET
+    # Built-in oracles (reducer/oracles): a compile command with {input}, and a second
+    # configuration for mismatches and relative compile times.
+    compile: str | None = None
+    against: str | None = None
+    mismatch: bool = False
+    runner: str = "iree-run-module --device=local-task"
+    function: str | None = None
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    slower_than: float | None = None
+    slower_than_factor: float | None = None
+    expect_error: str | None = None
+    expect_crash: bool = False
+    allow_slippage: bool = False
+    # IREE workflows (shared/seeds)
+    phases: bool = True
+    from_phase_dump: bool = False
+    isolate_dispatch: bool = False
+    reduce_flags: bool = True
+    for_upstream: bool = False
+    report: str | None = None
+    report_json: str | None = None
 
 
 @attrs.define
@@ -78,6 +106,11 @@ class Result:
     seconds: float
     timeout: float
     initial_check_seconds: float
+    #: What the workflows found, for the summary and the report: phase, dispatch, flags_removed, for_upstream.
+    findings: dict[str, object] = attrs.field(factory=dict)
+    oracle: Oracle | None = None
+    final_verdict: Verdict | None = None
+    input_size: Size | None = None
 
 
 def default_output(path: str) -> str:
@@ -135,7 +168,7 @@ def run_check(oracle: Oracle, data: bytes) -> Verdict:
     try:
         return oracle.run(data)
     except OSError as exc:
-        raise UserError(EXIT_BAD_CHECK, f"cannot run check script {oracle.script!r}: {exc.strerror}") from None
+        raise UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}") from None
 
 
 def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]) -> list[Strategy]:
@@ -171,33 +204,80 @@ def _choose_workspace(text: str, oracle: Oracle, verify: bool) -> Workspace:
     return TextWorkspace(text)
 
 
+def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
+    """The user's check script, or the built-in oracle the flags describe."""
+    if (settings.check is None) == (settings.compile is None):
+        raise UserError(EXIT_USAGE, "give exactly one of --check SCRIPT or --compile COMMAND")
+    if settings.check is not None:
+        for flag, value in (("--against", settings.against), ("--mismatch", settings.mismatch),
+                            ("--slower-than", settings.slower_than), ("--slower-than-factor", settings.slower_than_factor),
+                            ("--expect-error", settings.expect_error), ("--expect-crash", settings.expect_crash)):
+            if value:
+                raise UserError(EXIT_USAGE, f"{flag} goes with --compile, not with --check")
+        return ScriptOracle(check_script(settings.check), basename, timeout)
+    timing = settings.slower_than is not None or settings.slower_than_factor is not None
+    try:
+        command = parse_command(settings.compile or "", needs_output=settings.mismatch)
+        against = parse_command(settings.against, needs_output=settings.mismatch) if settings.against else None
+    except CommandError as exc:
+        raise UserError(EXIT_USAGE, str(exc)) from None
+    try:
+        runner = Command(tuple(shlex.split(settings.runner)))
+    except ValueError as exc:
+        raise UserError(EXIT_USAGE, f"cannot split the command: {exc}") from None
+    tool = command.render()[0]
+    if shutil.which(tool) is None and not os.access(tool, os.X_OK):
+        raise UserError(EXIT_BAD_CHECK, f"the compile command's program {command.argv[0]!r} is not found; install it or give its path")
+    if settings.mismatch:
+        if against is None or timing:
+            raise UserError(EXIT_USAGE, "--mismatch needs --against COMMAND (the second configuration), and no --slower-than")
+        return MismatchOracle(command, against, basename, timeout, runner, settings.function, settings.rtol, settings.atol)
+    if timing:
+        if settings.slower_than_factor is not None and against is None:
+            raise UserError(EXIT_USAGE, "--slower-than-factor needs --against COMMAND (the fast compiler or flags)")
+        return SlowCompileOracle(
+            command, basename, timeout, settings.slower_than, settings.slower_than_factor, against,
+            allow_slippage=settings.allow_slippage,
+        )
+    if against is not None:
+        raise UserError(EXIT_USAGE, "--against goes with --mismatch or --slower-than-factor")
+    return CompileOracle(command, basename, timeout, settings.expect_error, settings.expect_crash, settings.allow_slippage)
+
+
 def reduce_file(settings: Settings, executor_factory: type[Executor] | None = None) -> Result:
     start = time.monotonic()
     text = read_input(settings.input)
-    script = check_script(settings.check)
     output = settings.output or default_output(settings.input)
     if os.path.exists(output) and os.path.samefile(output, settings.input):
         raise UserError(EXIT_USAGE, "the output path is the input; ireereduce never overwrites its input (use -o)")
     basename = os.path.basename(settings.input)
+    input_size = Size(None, len(text.encode()))
 
-    first = Oracle(script, basename, settings.timeout or INITIAL_TIMEOUT, keep_stderr=True)
+    first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
+    if isinstance(first, SlowCompileOracle) and settings.timeout is None:
+        first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
     verdict = run_check(first, text.encode())
-    if verdict.timed_out:
+    if verdict.timed_out and not isinstance(first, SlowCompileOracle):
         raise UserError(
             EXIT_CHECK_HANGS,
             f"the check did not finish on the original input within {first.timeout:g} s; "
             "fix the script or raise --timeout",
         )
     if not verdict.interesting:
-        tail = verdict.stderr_tail.strip().splitlines()[-1:] or [""]
-        how = f"exit code {verdict.returncode}" if (verdict.returncode or 0) >= 0 else f"signal {-verdict.returncode}"  # type: ignore[operator]
         raise UserError(
             EXIT_NOT_INTERESTING,
-            f"the check says the original input is not interesting ({how}{'; ' + tail[0] if tail[0] else ''}); "
-            "it must exit 0 for the input as given (mlir-reduce users: invert your script's exit codes)",
+            f"the check says the original input is not interesting ({first.why_not(verdict)}); "
+            "it must be interesting for the input as given (mlir-reduce users: invert your script's exit codes)",
         )
     timeout = settings.timeout or 10 * verdict.seconds + 5.0
-    oracle = Oracle(script, basename, timeout)
+    if isinstance(first, SlowCompileOracle):
+        timeout = settings.timeout or 3 * verdict.seconds + 5.0
+    oracle = first.calibrate(verdict).with_timeout(timeout)
+    findings: dict[str, object] = {}
+    if verdict.signature is not None and verdict.signature.kind != "ok":
+        log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
+                 " (slippage allowed)" if settings.allow_slippage else "")
+    text, oracle = _workflows(settings, text, oracle, verdict, findings)
     write_atomically(output, text.encode())
 
     # Workers are forked before any MLIR context exists in this process.
@@ -214,17 +294,74 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
             write_atomically(output, candidate.data)
 
         engine = Engine(ws, strategies, executor, improved, batch=settings.batch, move_budget=settings.move_budget)
-        engine.stats.original = Size(ws.size.ops, len(text.encode()))  # as the user gave it
+        engine.stats.original = Size(ws.size.ops, len(text.encode()))  # as reduction started
         try:
             stats = engine.run()
         except KeyboardInterrupt:
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
-            raise Interrupted(Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds))
-    final = run_check(oracle, ws.program.text.encode())
-    result = Result(output, ws.mode, stats, time.monotonic() - start, timeout, verdict.seconds)
+            raise Interrupted(Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
+                                     findings, oracle, None, input_size))
+        final_text = ws.program.text
+        if settings.reduce_flags and getattr(oracle, "commands", ()):
+            flags = reduce_flags(oracle, final_text.encode(), settings.jobs)
+            stats.oracle_calls += flags.checks
+            oracle = flags.oracle
+            findings["flags_removed"] = list(flags.removed)
+            if flags.removed:
+                log.info("flags: %d not needed: %s", len(flags.removed), ", ".join(flags.removed))
+        if settings.for_upstream and ws.mode == "mlir":
+            checks = [0]
+
+            def interesting(candidate: str) -> bool:
+                checks[0] += 1
+                return run_check(oracle, candidate.encode()).interesting
+
+            final_text, done = upstream.clean(final_text, interesting)
+            stats.oracle_calls += checks[0]
+            findings["for_upstream"] = done
+            log.info("for upstream: %s", ", ".join(done) or "nothing could be changed")
+            write_atomically(output, final_text.encode())
+    final = run_check(oracle, final_text.encode())
+    stats.final = Size(stats.final.ops, len(final_text.encode()))
+    result = Result(output, ws.mode, stats, time.monotonic() - start, timeout, verdict.seconds, findings, oracle, final, input_size)
     if not final.interesting:
         raise Flaky(result)
     return result
+
+
+def _workflows(settings: Settings, text: str, oracle: Oracle, verdict: Verdict, findings: dict[str, object]) -> tuple[str, Oracle]:
+    """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase."""
+    if not isinstance(oracle, CompileOracle):
+        if settings.isolate_dispatch or settings.from_phase_dump:
+            raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need a --compile failure oracle")
+        return text, oracle
+    if not oracle.command.is_iree_compile():
+        if settings.isolate_dispatch or settings.from_phase_dump:
+            raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
+        return text, oracle
+    if settings.isolate_dispatch:
+        found = dispatch.isolate(oracle, text.encode(), settings.jobs)
+        if found is not None:
+            log.info("dispatch isolation: %s fails alone (%d of %d executables fail the same way; %.1f s)",
+                     found.name, len(found.failing), found.executables, found.seconds)
+            findings["dispatch"] = {"name": found.name, "failing": list(found.failing), "executables": found.executables,
+                                    "seconds": round(found.seconds, 2)}
+            return found.text, found.oracle
+    if settings.phases and phases.applicable(oracle):
+        search = phases.first_failing_phase(oracle, text.encode(), verdict.seconds)
+        if search.phase is not None:
+            findings["phase"] = search.phase
+            log.info("phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)", search.phase, search.phase)
+            limited = phases.limit(oracle, search.phase)
+            if settings.from_phase_dump:
+                resumed = phases.start_from_dump(limited, text.encode(), os.path.basename(settings.input), search.phase)
+                if resumed is not None:
+                    findings["started_from"] = phases.PHASES[phases.PHASES.index(search.phase) - 1]
+                    log.info("starting from the IR after phase %s (%d bytes, was %d)", findings["started_from"],
+                             len(resumed[0]), len(text))
+                    return resumed[0], resumed[1]
+            return text, limited
+    return text, oracle
 
 
 class Interrupted(Exception):

@@ -147,3 +147,57 @@ if __name__ == "__main__":  # pragma: no cover - regenerates examples/
     import sys
 
     sys.stdout.write(mlp())
+
+
+#: A dynamic i4 insert_slice: iree-compile 3.13 fails to legalize 'vector.maskedload' for it.
+I4_QUANT = """func.func @quant(%n: index, %q: tensor<?xi4>, %base: tensor<64xi4>) -> tensor<4x16xf32> {
+  %0 = arith.addi %q, %q : tensor<?xi4>
+  %1 = tensor.insert_slice %0 into %base[0] [%n] [1] : tensor<?xi4> into tensor<64xi4>
+  %2 = arith.sitofp %1 : tensor<64xi4> to tensor<64xf32>
+  %3 = tensor.expand_shape %2 [[0, 1]] output_shape [4, 16] : tensor<64xf32> into tensor<4x16xf32>
+  return %3 : tensor<4x16xf32>
+}
+"""
+
+
+def two_bugs(layers: int = 6, bad_layer: int = 4) -> str:
+    """Two real codegen bugs in one program: the MLP's f6E2M3FN layer (reported first:
+    'arith.truncf') and a dynamic i4 slice ('vector.maskedload'). A reducer whose check
+    only greps "failed to legalize" can slip from the first to the second."""
+    return mlp(layers=layers, bad_layer=bad_layer) + I4_QUANT
+
+
+def const_eval_model(n: int = 2048, layers: int = 3) -> str:
+    """A small MLP plus a weight transform iree-compile folds at compile time (const-eval
+    JIT-compiles and runs an n x n matmul): compiling takes about twice as long as with
+    --iree-opt-const-eval=false."""
+    t = f"tensor<{n}x{n}xf32>"
+    transform = f"""func.func @prepared(%x: {t}) -> {t} {{
+  %w = arith.constant dense<1.5> : {t}
+  %e = tensor.empty() : {t}
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : {t}) -> {t}
+  %ww = linalg.matmul ins(%w, %w : {t}, {t}) outs(%f : {t}) -> {t}
+  %r = arith.addf %x, %ww : {t}
+  return %r : {t}
+}}
+"""
+    return mlp(layers=layers, bad_layer=None) + transform
+
+
+def powf_model() -> str:
+    """llvm-cpu computes powf of a negative base with an integral exponent as NaN; vmvx
+    gets it right (iree-compile 3.13)."""
+    return """func.func @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %a = arith.addf %x, %y : tensor<8xf32>
+  %b = arith.mulf %a, %x : tensor<8xf32>
+  %r = math.round %b : tensor<8xf32>
+  %c = math.powf %b, %r : tensor<8xf32>
+  %d = math.tanh %y : tensor<8xf32>
+  %e = arith.subf %c, %d : tensor<8xf32>
+  %s = arith.constant dense<0.5> : tensor<8xf32>
+  %g = arith.mulf %e, %s : tensor<8xf32>
+  %f = math.absf %a : tensor<8xf32>
+  return %g, %f : tensor<8xf32>, tensor<8xf32>
+}
+"""

@@ -154,7 +154,7 @@ class _Replace:
 def _engine_run(tmp_path: Path, text: str, check: str, strategies: list, budget: int = 10):
     from reducer.engine import Engine
     from reducer.executor import LocalExecutor
-    from reducer.oracle import Oracle
+    from reducer.oracle import ScriptOracle as Oracle
     from reducer.workspace import TextWorkspace
 
     script = make_script(tmp_path / "check.sh", check)

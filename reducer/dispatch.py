@@ -1,0 +1,68 @@
+"""Dispatch isolation (shared/seeds/compile-time-regressions.md, "executable sources";
+model-development-debugging.md, "executable substitution").
+
+For a failure in code generation, the program around the failing dispatch is noise:
+dump every executable's source, compile each one alone with --compile-mode=hal-executable,
+and keep the one(s) that fail the way the whole program did. Reducing that one source
+is far cheaper than reducing the program: each check compiles one executable.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import re
+import tempfile
+
+import attrs
+
+from reducer.oracles.compile import CompileOracle
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class Isolated:
+    name: str  # the executable source's file name, e.g. module_main_dispatch_0.mlir
+    text: str
+    oracle: CompileOracle  # compiles an executable source alone
+    failing: tuple[str, ...]  # every executable that fails the same way
+    executables: int  # how many were dumped
+    checks: int
+    seconds: float
+
+
+def _natural(name: str) -> list[object]:
+    """dispatch_9 before dispatch_88, as a person reads them."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def isolate(oracle: CompileOracle, data: bytes, jobs: int) -> Isolated | None:
+    """The first (by name) executable that fails alone the way the program fails."""
+    import time
+
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ireereduce-sources-") as out:
+        dumping = oracle.with_command(
+            oracle.command.plus(f"--iree-hal-dump-executable-sources-to={out}", "--compile-to=executable-sources")
+        )
+        dumping.run(data)
+        names = sorted((n for n in os.listdir(out) if n.endswith(".mlir")), key=_natural)
+        sources = {}
+        for n in names:
+            with open(os.path.join(out, n)) as f:
+                sources[n] = f.read()
+    if not sources:
+        log.warning("iree-compile dumped no executable sources; reducing the whole program")
+        return None
+    alone = oracle.with_command(oracle.command.plus("--compile-mode=hal-executable"))
+    with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+        verdicts = list(pool.map(lambda n: alone.run(sources[n].encode()), names))
+    failing = tuple(n for n, v in zip(names, verdicts) if v.interesting)
+    for n, v in zip(names, verdicts):
+        log.info("dispatch isolation: %s alone: %s", n, v.outcome)
+    if not failing:
+        log.warning("no executable fails alone the way the program does (%d tried); reducing the whole program", len(names))
+        return None
+    return Isolated(failing[0], sources[failing[0]], alone, failing, len(names), 1 + len(names), time.monotonic() - start)

@@ -1,0 +1,158 @@
+"""--report / --report-json: what a bot files as a bug, and what a person pastes.
+
+The JSON follows docs/report-schema.json (schema id "ireereduce-report/1"); the Markdown
+is the same content laid out as an issue body.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import platform
+import re
+import os
+import subprocess
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from reducer.oracles.command import resolve_tool
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reducer.session import Result
+
+SCHEMA = "ireereduce-report/1"
+#: Lines of the failure output a report keeps (head and tail).
+OUTPUT_LINES = 60
+
+
+@functools.cache
+def versions() -> dict[str, str]:
+    def first_lines(argv: list[str]) -> str:
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return "unavailable"
+        return " ".join(line.strip() for line in out.splitlines()[:2] if line.strip()) or "unavailable"
+
+    try:
+        mine = importlib.metadata.version("ireereduce")
+    except importlib.metadata.PackageNotFoundError:
+        mine = "unknown"
+    return {
+        "ireereduce": mine,
+        "python": platform.python_version(),
+        "iree-compile": first_lines([resolve_tool("iree-compile"), "--version"]),
+        "platform": platform.platform(),
+    }
+
+
+def clean_output(text: str, name: str) -> str:
+    """The candidate's temporary path becomes the repro's file name; long output is cut."""
+    tmp = re.escape(tempfile.gettempdir())
+    text = re.sub(tmp + r"/ireereduce-[^/\s]+/[^\s:]+", name, text)
+    lines = text.rstrip().splitlines()
+    if len(lines) > OUTPUT_LINES:
+        half = OUTPUT_LINES // 2
+        lines = lines[:half] + [f"[... {len(lines) - OUTPUT_LINES} lines ...]"] + lines[-half:]
+    return "\n".join(lines)
+
+
+def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
+    """The report's content; the output file holds the program the report shows."""
+    with open(result.output) as f:
+        program = f.read()
+    oracle = result.oracle
+    verdict = result.final_verdict
+    sig = verdict.signature if verdict is not None and verdict.signature is not None else getattr(oracle, "expected", None)
+    kind = {
+        "ScriptOracle": "check-script", "CompileOracle": "compile-failure",
+        "MismatchOracle": "numeric-mismatch", "SlowCompileOracle": "compile-time",
+    }.get(type(oracle).__name__, type(oracle).__name__)
+    name = os.path.basename(result.output)
+    original = result.input_size or result.stats.original
+    start = result.stats.original
+    return {
+        "schema": SCHEMA,
+        "status": status,
+        "input": input_path,
+        "output": str(result.output),
+        "oracle": {"kind": kind, "reproduce": oracle.reproducer(name) if oracle is not None else ""},
+        "signature": dict(attrs.asdict(sig), summary=sig.describe()) if sig is not None else None,
+        "failure_output": clean_output(verdict.stderr_tail, name) if verdict is not None else "",
+        "program": program,
+        "sizes": {
+            "before": {"ops": original.ops, "bytes": original.bytes},
+            "reduction_start": {"ops": start.ops, "bytes": start.bytes},
+            "after": {"ops": result.stats.final.ops, "bytes": len(program.encode())},
+        },
+        "oracle_calls": result.stats.oracle_calls,
+        "cache_hits": result.stats.cache_hits,
+        "seconds": round(result.seconds, 2),
+        "outcomes": dict(sorted(result.stats.outcomes.items())),
+        "rejected_as_different_bug": result.stats.outcomes.get("different bug", 0),
+        "phase": result.findings.get("phase"),
+        "started_from_phase": result.findings.get("started_from"),
+        "dispatch": result.findings.get("dispatch"),
+        "flags_removed": list(result.findings.get("flags_removed", [])),  # type: ignore[call-overload]
+        "for_upstream": list(result.findings.get("for_upstream", [])),  # type: ignore[call-overload]
+        "versions": versions(),
+    }
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    sizes = report["sizes"]
+    before, after = sizes["before"], sizes["after"]
+
+    def size(s: dict[str, Any]) -> str:
+        return (f"{s['ops']} ops, " if s["ops"] is not None else "") + f"{s['bytes']} bytes"
+
+    sig = report["signature"]
+    title = sig["summary"] if sig else report["oracle"]["kind"]
+    lines = [
+        f"# {title}",
+        "",
+        f"Reduced by ireereduce {report['versions']['ireereduce']} from `{report['input']}` "
+        f"({size(before)}) to {size(after)}, in {report['seconds']:.0f} s and {report['oracle_calls']} oracle calls.",
+        "",
+        "## Reproducer",
+        "",
+        "```mlir",
+        report["program"].rstrip(),
+        "```",
+        "",
+        "## Command",
+        "",
+        "```sh",
+        report["oracle"]["reproduce"],
+        "```",
+        "",
+        "## Output",
+        "",
+        "```",
+        report["failure_output"] or "(none)",
+        "```",
+        "",
+        "## Details",
+        "",
+    ]
+    facts = [
+        ("oracle", report["oracle"]["kind"]),
+        ("status", report["status"]),
+        ("failing phase", report.get("phase")),
+        ("dispatch", report["dispatch"]["name"] if report.get("dispatch") else None),
+        ("flags not needed", ", ".join(f"`{f}`" for f in report["flags_removed"]) or None),
+        ("for upstream", ", ".join(report["for_upstream"]) or None),
+        ("candidates rejected as a different bug", report["rejected_as_different_bug"]),
+        ("iree-compile", report["versions"]["iree-compile"]),
+        ("python", report["versions"]["python"]),
+        ("platform", report["versions"]["platform"]),
+    ]
+    lines += [f"- {k}: {v}" for k, v in facts if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=1, sort_keys=True) + "\n"

@@ -1,0 +1,127 @@
+"""What a compiler failure looks like, reduced to what stays the same while the program
+shrinks: the slippage guard compares these.
+
+Reducers that leave slippage to the user's script end up chasing a different bug
+(MozillaSecurity/lithium#72, DeadCodeProductions/dead#2; research/general-reducers.md
+§0.8 and §8.3). Only ddSMT compares with the golden run, and only byte for byte. A
+compiler's message changes as the program shrinks (file positions, SSA numbers, shapes),
+so a signature keeps the kind of failure, the first error with those normalised away,
+and the top frames of a crash stack.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+import attrs
+
+#: Frames of the crash handler itself, not of the bug.
+_HANDLER_FRAMES = re.compile(r"llvm::sys::|SignalHandler|__restore_rt|libc\.so|libpthread|abort|raise|__assert|_start\b")
+_FRAME = re.compile(r"^\s*#\d+\s+0x[0-9a-fA-F]+\s+(.*)$")
+_DIAG = re.compile(r"^(?:[^\s:][^:]*:\d+:\d+: |<unknown>:\d+:\d+: |[\w./-]+: )?error: (.*)$")
+_ASSERT = re.compile(r"Assertion `(.*)' failed")
+
+
+def crash_signal(returncode: int | None) -> int | None:
+    """The signal that killed the process, also through a shell (128+N) or a Python
+    wrapper such as pip's console scripts (256-N)."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    for sig in (returncode - 128, 256 - returncode):
+        if sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGTRAP):
+            return sig
+    return None
+
+
+def normalise(message: str) -> str:
+    """Keep what identifies the bug, drop what reduction changes on the way."""
+    # An op printed after the message ("... illegal: %3 = "vector.store"(...)") changes with every edit.
+    for cut in (': "', ": %", ": '", ": ^", ":\n"):
+        i = message.find(cut)
+        if i > 20:
+            message = message[:i]
+    message = re.sub(r"%[\w$.-]+", "%_", message)  # SSA names
+    message = re.sub(r"\^bb\d+", "^bb", message)  # block names
+    message = re.sub(r"@[\w$.-]+|@\"[^\"]*\"", "@_", message)  # symbol names: functions get split and renamed
+    message = re.sub(r"(?:(?:\d+|\?)x)+", "Nx", message)  # static and dynamic dims of shaped types
+    message = re.sub(r"(?<![\w.#])\d+(?![\w.])", "N", message)  # other numbers (operand #N keeps its '#')
+    return " ".join(message.split())[:300]
+
+
+@attrs.frozen
+class Signature:
+    """kind: 'crash' (a signal or an LLVM stack dump), 'error' (a non-zero exit), 'ok'."""
+
+    kind: str
+    code: int | None = None  # the signal for a crash, the exit code for an error
+    errors: tuple[str, ...] = ()  # normalised error diagnostics, in order
+    frames: tuple[str, ...] = ()  # top frames of a crash stack, handler frames skipped
+    assertion: str = ""
+
+    @property
+    def first_error(self) -> str:
+        return self.errors[0] if self.errors else ""
+
+    def matches(self, original: Signature) -> bool:
+        """The same bug: same kind, the original's first error is still reported (other
+        errors may come and go with the code around it), the same assertion and top
+        frames of a crash."""
+        if self.kind != original.kind:
+            return False
+        if original.kind == "crash":
+            if original.assertion and self.assertion != original.assertion:
+                return False
+            n = min(len(original.frames), 3)
+            if n and self.frames[:n] != original.frames[:n]:
+                return False
+            if not n and original.code != self.code:
+                return False
+        elif original.kind == "error" and self.code != original.code:
+            return False
+        return not original.first_error or original.first_error in self.errors
+
+    def describe(self) -> str:
+        if self.kind == "ok":
+            return "no failure"
+        if self.kind == "crash":
+            what = signal.Signals(self.code).name if self.code else "crash"
+            where = self.assertion or (self.frames[0] if self.frames else self.first_error)
+            return f"{what} in {where}" if where else what
+        return f"exit {self.code}: {self.first_error or '(no error message)'}"
+
+    def to_json(self) -> dict[str, object]:
+        return attrs.asdict(self)
+
+
+def of(returncode: int | None, stderr: str) -> Signature:
+    """The signature of one run of a command, from its exit status and its stderr."""
+    errors = []
+    for line in stderr.splitlines():
+        m = _DIAG.match(line)
+        if m and len(errors) < 20:
+            errors.append(normalise(m.group(1)))
+    assertion = ""
+    m = _ASSERT.search(stderr)
+    if m:
+        assertion = normalise(m.group(1))
+    frames = []
+    for line in stderr.splitlines():
+        m = _FRAME.match(line)
+        if not m:
+            continue
+        frame = re.sub(r"\s+\S+\.(?:cpp|c|h|cc):\d+(?::\d+)?$", "", m.group(1)).strip()
+        frame = re.sub(r"\s*\(/[^)]*\+0x[0-9a-f]+\)$", "", frame)
+        if not frame or _HANDLER_FRAMES.search(frame):
+            continue
+        frames.append(frame)
+        if len(frames) == 5:
+            break
+    sig = crash_signal(returncode)
+    if sig is not None or "Stack dump:" in stderr or assertion:
+        return Signature("crash", sig, tuple(errors), tuple(frames), assertion)
+    if returncode == 0:
+        return Signature("ok", 0, tuple(errors))
+    return Signature("error", returncode, tuple(errors))

@@ -1,0 +1,127 @@
+"""Built-in oracles with a stand-in compiler (a Python script): the verdict logic, the
+slippage guard, timing. The real tools are in test_e2e_oracles.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reducer.oracle import Run
+from reducer.oracles import CompileOracle, SlowCompileOracle, parse_command
+from reducer.oracles import slow
+from reducer.oracles.command import CommandError
+from reducer.oracles.mismatch import declarations, input_flag
+
+FAKE = r'''
+import os, signal, sys, time
+text = open(sys.argv[1]).read()
+fast = "--fast" in sys.argv
+if "slow" in text and not fast:
+    time.sleep(float(os.environ.get("FAKE_SLOW", "0.6")))
+for line in text.splitlines():
+    if line == "crash":
+        sys.stderr.write("Stack dump:\n #0 0x0000 llvm::sys::PrintStackTrace() Signals.cpp:0:0\n #1 0x0001 mlir::Foo::bar() Foo.cpp:0:0\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if line.startswith("bug"):
+        sys.stderr.write(f"{sys.argv[1]}:1:1: error: failed on {line} %12\n")
+        sys.exit(1)
+'''
+
+
+@pytest.fixture
+def compiler(tmp_path: Path) -> str:
+    path = tmp_path / "fake_compiler.py"
+    path.write_text(FAKE)
+    return f"{sys.executable} {path} {{input}}"
+
+
+def calibrated(oracle, data: bytes):
+    verdict = oracle.run(data)
+    assert verdict.interesting
+    return oracle.calibrate(verdict)
+
+
+def test_the_compile_oracle_wants_the_original_failure_and_names_the_others(compiler: str):
+    oracle = calibrated(CompileOracle(parse_command(compiler), "in.mlir", 10), b"bugA\nbugB\n")
+    assert oracle.expected is not None and oracle.expected.first_error == "failed on bugA %_"
+    assert oracle.run(b"x\nbugA\n").outcome == "interesting"
+    assert oracle.run(b"bugB\n").outcome == "different bug"
+    assert oracle.run(b"crash\n").outcome == "different bug"
+    assert oracle.run(b"fine\n").outcome == "no failure"
+    relaxed = CompileOracle(parse_command(compiler), "in.mlir", 10, allow_slippage=True, expected=oracle.expected)
+    assert relaxed.run(b"bugB\n").interesting
+    assert relaxed.run(b"fine\n").outcome == "no failure"
+
+
+def test_expect_error_and_expect_crash_narrow_what_counts(compiler: str):
+    wants_b = CompileOracle(parse_command(compiler), "in.mlir", 10, expect_error=r"failed on bugB")
+    assert not wants_b.run(b"bugA\n").interesting and wants_b.run(b"bugB\n").interesting
+    assert "does not match --expect-error" in wants_b.why_not(wants_b.run(b"bugA\n"))
+    crash = calibrated(CompileOracle(parse_command(compiler), "in.mlir", 10, expect_crash=True), b"crash\n")
+    assert crash.expected.kind == "crash" and crash.expected.frames == ("mlir::Foo::bar()",)
+    assert crash.run(b"y\ncrash\n").interesting
+    assert crash.run(b"bugA\n").outcome == "different bug"
+
+
+def test_a_hanging_compile_is_a_timeout_not_the_bug(compiler: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FAKE_SLOW", "5")
+    oracle = CompileOracle(parse_command(compiler), "in.mlir", 0.5)
+    verdict = oracle.run(b"slow\nbugA\n")
+    assert verdict.outcome == "timeout" and not verdict.interesting and verdict.seconds < 3
+
+
+def test_the_slow_oracle_compares_with_a_limit_or_with_another_command(compiler: str):
+    absolute = SlowCompileOracle(parse_command(compiler), "in.mlir", 10, seconds=0.3)
+    slow = absolute.run(b"slow\n")
+    assert slow.interesting and "best of" in slow.stderr_tail
+    assert absolute.run(b"quick\n").outcome == "fast"
+    relative = SlowCompileOracle(parse_command(compiler), "in.mlir", 10, factor=3.0, against=parse_command(compiler + " --fast"))
+    assert relative.run(b"slow\n").interesting
+    assert relative.run(b"quick\n").outcome == "fast"
+
+
+def test_a_slow_candidate_must_end_the_way_the_original_did(compiler: str):
+    oracle = calibrated(SlowCompileOracle(parse_command(compiler), "in.mlir", 10, seconds=0.3), b"slow\n")
+    assert oracle.expected.kind == "ok"
+    assert oracle.run(b"slow\nbugA\n").outcome == "different bug"
+    assert SlowCompileOracle(parse_command(compiler), "in.mlir", 10, seconds=0.3, allow_slippage=True, expected=oracle.expected).run(b"slow\nbugA\n").interesting
+
+
+@pytest.mark.parametrize(
+    "times,outcome,runs",
+    [([5.0], "interesting", 1), ([1.0], "fast", 1), ([2.2, 2.1, 1.9], "fast", 3), ([2.2, 2.1, 2.3], "interesting", 3), ([2.2, 1.5], "fast", 2)],
+)
+def test_a_timing_near_the_limit_is_measured_again(monkeypatch: pytest.MonkeyPatch, times: list[float], outcome: str, runs: int):
+    """Noise only adds time: near the limit the fastest of up to `repeats` runs decides."""
+    measured = iter(times)
+    monkeypatch.setattr(slow, "run_in", lambda *a, **k: Run(0, False, next(measured), ""))
+    verdict = SlowCompileOracle(parse_command("cc {input}"), "in.mlir", 10, seconds=2.0, repeats=3).run(b"x")
+    assert verdict.outcome == outcome and f"best of {runs})" in verdict.stderr_tail
+
+
+def test_commands_need_their_input_and_know_their_flags():
+    with pytest.raises(CommandError):
+        parse_command("iree-compile model.mlir -o /dev/null")
+    cmd = parse_command("iree-compile {input} --a=1 -o /dev/null --b --pass-pipeline=builtin.module(cse)")
+    assert [cmd.argv[i] for i in cmd.flags()] == ["--a=1", "--b", "--pass-pipeline=builtin.module(cse)"]
+    assert cmd.without([2]).argv == ("iree-compile", "{input}", "-o", "/dev/null", "--b", "--pass-pipeline=builtin.module(cse)")
+    assert cmd.plus("--compile-to=flow").shell(input="x.mlir").endswith("--compile-to=flow")
+    assert parse_command("iree-compile {input}", needs_output=True).argv[-2:] == ("-o", "{output}")
+
+
+def test_mismatch_inputs_come_from_the_module_abi(tmp_path: Path):
+    dump = (
+        "  [  0] main(!vm.ref<?>, f32) -> (!vm.ref<?>)\n"
+        "        iree.abi.declaration: sync func @main(%input0: tensor<2x?xf32>, %input1: f32, %input2: tensor<3xi8>) -> (%output0: tensor<2x?xf32>)\n"
+    )
+    assert declarations(dump) == {"main": (["tensor<2x?xf32>", "f32", "tensor<3xi8>"], 1)}
+    flags = [input_flag(t, k, str(tmp_path)) for k, t in enumerate(["tensor<2x?xf32>", "f32", "tensor<3xi8>", "index"])]
+    assert flags[1] == "--input=f32=0.75" and flags[3] == "--input=5"
+    first = np.load(flags[0].split("@", 1)[1])
+    assert first.shape == (2, 4) and first.dtype == np.float32 and (first < 0).any() and (first > 0).any()
+    assert np.array_equal(first, np.load(input_flag("tensor<2x?xf32>", 0, str(tmp_path)).split("@", 1)[1]))
+    assert input_flag("tensor<4xcomplex<f32>>", 0, str(tmp_path)) is None

@@ -1,0 +1,69 @@
+"""The failure signature: what stays the same while the program shrinks, and what not."""
+
+from __future__ import annotations
+
+from reducer import signature
+
+CRASH = """Please report issues to https://github.com/iree-org/iree/issues and include the crash backtrace.
+Stack dump:
+0.	Program arguments: iree-compile in.mlir -o /dev/null
+ #0 0x00007f6f3755a0ab llvm::sys::PrintStackTrace(llvm::raw_ostream&, int) Signals.cpp:0:0
+ #1 0x00007f6f375571fe llvm::sys::RunSignalHandlers() Signals.cpp:0:0
+ #2 0x00007f6f3755ac10 SignalHandler(int, siginfo_t*, void*) Signals.cpp:0:0
+ #3 0x00007f6f3165a050 (/lib/x86_64-linux-gnu/libc.so.6+0x3c050)
+ #4 0x00007f6f3f909a03 mlir::LLVM::LLVMStructType::getBody() const LLVMTypes.cpp:0:0
+ #5 0x00007f6f3b7934af mlir::MemRefDescriptor::MemRefDescriptor(mlir::Value) MemRefBuilder.cpp:0:0
+ #6 0x00007f6f39781d60 mlir::iree_compiler::HALDispatchABI::loadBinding(mlir::Operation*) DispatchABI.cpp:0:0
+ #7 0x00007f6f39775bfd mlir::iree_compiler::ConvertToLLVM::run() ConvertToLLVM.cpp:0:0
+"""
+
+
+def error(path: str, line: int, message: str) -> str:
+    return f"{path}:{line}:10: error: {message}\n    %0 = arith.truncf %arg0\n         ^\n{path}:2:3: note: called from\n"
+
+
+def test_an_error_keeps_its_message_without_positions_ssa_names_or_shapes():
+    a = signature.of(1, error("/tmp/a/in.mlir", 88, "failed to legalize operation 'vector.store' that was explicitly marked illegal: %12 = \"vector.store\"(%1) : (vector<4x4xf6E2M3FN>) -> ()"))
+    b = signature.of(1, error("/tmp/b/in.mlir", 3, "failed to legalize operation 'vector.store' that was explicitly marked illegal: %3 = \"vector.store\"(%9) : (vector<2xf6E2M3FN>) -> ()"))
+    assert a.kind == "error" and a.code == 1
+    assert a.first_error == "failed to legalize operation 'vector.store' that was explicitly marked illegal"
+    assert b.matches(a) and a.matches(b)
+
+
+def test_another_first_error_is_a_different_bug_but_extra_errors_are_not():
+    original = signature.of(1, error("in.mlir", 3, "failed to legalize operation 'arith.truncf'"))
+    other = signature.of(1, error("in.mlir", 3, "failed to legalize operation 'vector.maskedload'"))
+    both = signature.of(1, error("in.mlir", 3, "failed to legalize operation 'vector.maskedload'") + error("in.mlir", 9, "failed to legalize operation 'arith.truncf'"))
+    assert not other.matches(original)
+    assert both.matches(original)  # the original's error is still reported
+    assert not signature.of(0, "").matches(original)
+    assert not signature.of(2, error("in.mlir", 3, "failed to legalize operation 'arith.truncf'")).matches(original)
+
+
+def test_types_and_numbers_normalise_but_element_types_stay():
+    assert signature.normalise("'tensor.expand_shape' op expected 7 dims, got 3 for tensor<7x?xi4>") == (
+        "'tensor.expand_shape' op expected N dims, got N for tensor<Nxi4>"
+    )
+    assert signature.normalise("type tensor<8xf6E2M3FN> at @layer17") == "type tensor<Nxf6E2M3FN> at @_"
+
+
+def test_a_crash_is_its_signal_and_top_frames_through_any_wrapper():
+    for rc in (-11, 139, 245):  # killed, through a shell, through a Python console script
+        sig = signature.of(rc, CRASH)
+        assert sig.kind == "crash" and sig.code == 11
+        assert sig.frames[:2] == ("mlir::LLVM::LLVMStructType::getBody() const", "mlir::MemRefDescriptor::MemRefDescriptor(mlir::Value)")
+        assert "SIGSEGV in mlir::LLVM::LLVMStructType::getBody() const" == sig.describe()
+    original = signature.of(-11, CRASH)
+    elsewhere = signature.of(-11, CRASH.replace("LLVMStructType::getBody", "LLVMArrayType::getElementType"))
+    assert signature.of(245, CRASH).matches(original)
+    assert not elsewhere.matches(original)
+    assert not signature.of(1, error("in.mlir", 1, "x")).matches(original)
+
+
+def test_an_assertion_is_part_of_a_crash_signature():
+    text = "iree-compile: Foo.cpp:12: void f(): Assertion `isa<To>(Val) && \"cast<Ty>() argument of incompatible type!\"' failed.\n" + CRASH
+    sig = signature.of(-6, text)
+    assert sig.kind == "crash" and sig.code == 6
+    assert sig.assertion.startswith("isa<To>(Val)")
+    other = signature.of(-6, text.replace("isa<To>", "dyn_cast<To>"))
+    assert not other.matches(sig)
