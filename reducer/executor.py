@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import abc
 import concurrent.futures
+import contextlib
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from typing import Any
 
 from reducer.oracle import Oracle, Verdict, kill_running_checks
@@ -60,8 +64,24 @@ class LocalExecutor(Executor):
         return future
 
     def close(self, abort: bool = False) -> None:
-        if abort:
-            self._pool.terminate()
-        else:
+        if not abort:
             self._pool.close()
-        self._pool.join()
+            self._pool.join()
+            return
+        # Pool.terminate() can hang when a worker dies holding a queue lock; stop the
+        # workers ourselves first (each takes its running check's process group with it),
+        # and give terminate() a bounded time.
+        workers = list(getattr(self._pool, "_pool", []))
+        for w in workers:
+            if w.pid is not None and w.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(w.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 3.0
+        for w in workers:
+            w.join(max(0.0, deadline - time.monotonic()))
+            if w.is_alive() and w.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(w.pid, signal.SIGKILL)
+        stopper = threading.Thread(target=self._pool.terminate, daemon=True)
+        stopper.start()
+        stopper.join(5.0)

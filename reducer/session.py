@@ -277,6 +277,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     if verdict.signature is not None and verdict.signature.kind != "ok":
         log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
                  " (slippage allowed)" if settings.allow_slippage else "")
+    original_text = text
     text, oracle = _workflows(settings, text, oracle, verdict, findings)
     write_atomically(output, text.encode())
 
@@ -285,6 +286,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     with factory(oracle, settings.jobs) as executor:  # type: ignore[call-arg]
         ws = _choose_workspace(text, oracle, settings.verify)
         strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
+        input_size = Size(ws.size.ops if text == original_text else _ops_of(original_text), len(original_text.encode()))
         log.info(
             "reducing %s (%s) as %s with %d workers, check timeout %.1f s",
             settings.input, ws.size, ws.mode, settings.jobs, timeout,
@@ -327,6 +329,15 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     if not final.interesting:
         raise Flaky(result)
     return result
+
+
+def _ops_of(text: str) -> int | None:
+    """The input's op count, for reports, when a workflow started the reduction elsewhere."""
+    try:
+        ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=False)
+    except irutil.ParseError:
+        return None
+    return ws.size.ops
 
 
 def _workflows(settings: Settings, text: str, oracle: Oracle, verdict: Verdict, findings: dict[str, object]) -> tuple[str, Oracle]:

@@ -20,6 +20,7 @@ import attrs
 _HANDLER_FRAMES = re.compile(r"llvm::sys::|SignalHandler|__restore_rt|libc\.so|libpthread|abort|raise|__assert|_start\b")
 _FRAME = re.compile(r"^\s*#\d+\s+0x[0-9a-fA-F]+\s+(.*)$")
 _DIAG = re.compile(r"^(?:[^\s:][^:]*:\d+:\d+: |<unknown>:\d+:\d+: |[\w./-]+: )?error: (.*)$")
+_PASS = re.compile(r"\b(\w+Pass)(?:<[^>]*>)?::runOn(?:Operation|Function|Module)\(")
 _ASSERT = re.compile(r"Assertion `(.*)' failed")
 
 
@@ -60,6 +61,7 @@ class Signature:
     errors: tuple[str, ...] = ()  # normalised error diagnostics, in order
     frames: tuple[str, ...] = ()  # top frames of a crash stack, handler frames skipped
     assertion: str = ""
+    failing_pass: str = ""  # the pass on the crash stack (...Pass::runOnOperation), when there is one
 
     @property
     def first_error(self) -> str:
@@ -73,6 +75,8 @@ class Signature:
             return False
         if original.kind == "crash":
             if original.assertion and self.assertion != original.assertion:
+                return False
+            if original.failing_pass and self.failing_pass != original.failing_pass:
                 return False
             n = min(len(original.frames), 3)
             if n and self.frames[:n] != original.frames[:n]:
@@ -89,7 +93,8 @@ class Signature:
         if self.kind == "crash":
             what = signal.Signals(self.code).name if self.code else "crash"
             where = self.assertion or (self.frames[0] if self.frames else self.first_error)
-            return f"{what} in {where}" if where else what
+            during = f" (in {self.failing_pass})" if self.failing_pass else ""
+            return f"{what} in {where}{during}" if where else what
         return f"exit {self.code}: {self.first_error or '(no error message)'}"
 
     def to_json(self) -> dict[str, object]:
@@ -108,20 +113,25 @@ def of(returncode: int | None, stderr: str) -> Signature:
     if m:
         assertion = normalise(m.group(1))
     frames = []
+    failing_pass = ""
     for line in stderr.splitlines():
         m = _FRAME.match(line)
         if not m:
             continue
         frame = re.sub(r"\s+\S+\.(?:cpp|c|h|cc):\d+(?::\d+)?$", "", m.group(1)).strip()
+        p = _PASS.search(frame)
+        if p and not failing_pass:
+            failing_pass = p.group(1)
         frame = re.sub(r"\s*\(/[^)]*\+0x[0-9a-f]+\)$", "", frame)
         if not frame or _HANDLER_FRAMES.search(frame):
             continue
-        frames.append(frame)
-        if len(frames) == 5:
+        if len(frames) < 5:
+            frames.append(frame)
+        if len(frames) == 5 and failing_pass:
             break
     sig = crash_signal(returncode)
     if sig is not None or "Stack dump:" in stderr or assertion:
-        return Signature("crash", sig, tuple(errors), tuple(frames), assertion)
+        return Signature("crash", sig, tuple(errors), tuple(frames), assertion, failing_pass)
     if returncode == 0:
         return Signature("ok", 0, tuple(errors))
     return Signature("error", returncode, tuple(errors))

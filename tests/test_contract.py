@@ -176,3 +176,44 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:
         return f.read().split()[2] != "Z"
+
+
+@pytest.mark.parametrize(
+    "args,code,words",
+    [
+        ([], session.EXIT_USAGE, "exactly one of --check"),
+        (["--check", "check.sh", "--compile", "cc {input}"], session.EXIT_USAGE, "exactly one of --check"),
+        (["--compile", "iree-compile input.mlir"], session.EXIT_USAGE, "has no {input}"),
+        (["--compile", "no-such-compiler-xyz {input}"], session.EXIT_BAD_CHECK, "is not found"),
+        (["--check", "check.sh", "--expect-crash"], session.EXIT_USAGE, "goes with --compile"),
+        (["--compile", "sh -c 'exit 1' {input}", "--mismatch"], session.EXIT_USAGE, "--mismatch needs --against"),
+        (["--compile", "sh -c 'exit 1' {input}", "--slower-than-factor", "2"], session.EXIT_USAGE, "needs --against"),
+        (["--compile", "true {input}"], session.EXIT_NOT_INTERESTING, "the command succeeds on it"),
+        (["--compile", "sh -c 'echo error: other >&2; exit 1' {input}", "--expect-error", "the bug"], session.EXIT_NOT_INTERESTING, "--expect-error"),
+        (["--compile", "sh -c 'exit 1' {input}", "--expect-crash"], session.EXIT_NOT_INTERESTING, "does not crash"),
+        (["--compile", "sh -c 'exit 1' {input}", "--isolate-dispatch"], session.EXIT_USAGE, "need an iree-compile command"),
+    ],
+    ids=["no-oracle", "two-oracles", "no-input", "missing-compiler", "crash-with-check", "mismatch-alone",
+         "factor-alone", "compiles-fine", "other-error", "no-crash", "isolate-not-iree"],
+)
+def test_built_in_oracle_mistakes_get_one_line_and_a_code(case: Path, args: list[str], code: int, words: str):
+    make_script(case / "check.sh", "exit 0")
+    proc = run_cli("input.mlir", *args, cwd=case)
+    assert proc.returncode == code, proc.stderr
+    assert words in one_error_line(proc)
+
+
+def test_a_compile_command_is_an_oracle_and_its_flags_are_reduced(case: Path):
+    """A stand-in compiler: fails on math.exp, whatever its flags; the report names what was dropped."""
+    proc = run_cli(
+        "input.mlir", "--compile", "sh -c 'grep -q math.exp \"$0\" && echo \"$0:2:3: error: exp\" >&2 && exit 1; exit 0' {input} --some-flag",
+        "--report-json", "r.json", "-j", "2", cwd=case,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = (case / "input.reduced.mlir").read_text()
+    assert "math.exp" in out and "negf" not in out
+    import json
+
+    report = json.loads((case / "r.json").read_text())
+    assert report["flags_removed"] == ["--some-flag"] and report["oracle"]["kind"] == "compile-failure"
+    assert report["signature"]["errors"] == ["exp"]

@@ -15,6 +15,8 @@ Stack dump:
  #5 0x00007f6f3b7934af mlir::MemRefDescriptor::MemRefDescriptor(mlir::Value) MemRefBuilder.cpp:0:0
  #6 0x00007f6f39781d60 mlir::iree_compiler::HALDispatchABI::loadBinding(mlir::Operation*) DispatchABI.cpp:0:0
  #7 0x00007f6f39775bfd mlir::iree_compiler::ConvertToLLVM::run() ConvertToLLVM.cpp:0:0
+ #8 0x00007f6f397726b7 mlir::iree_compiler::(anonymous namespace)::ConvertToLLVMPass::runOnOperation() ConvertToLLVM.cpp:0:0
+ #9 0x00007f6f37b0bc27 mlir::detail::OpToOpPassAdaptor::runOnOperationImpl(bool) Pass.cpp:0:0
 """
 
 
@@ -52,11 +54,14 @@ def test_a_crash_is_its_signal_and_top_frames_through_any_wrapper():
         sig = signature.of(rc, CRASH)
         assert sig.kind == "crash" and sig.code == 11
         assert sig.frames[:2] == ("mlir::LLVM::LLVMStructType::getBody() const", "mlir::MemRefDescriptor::MemRefDescriptor(mlir::Value)")
-        assert "SIGSEGV in mlir::LLVM::LLVMStructType::getBody() const" == sig.describe()
+        assert sig.failing_pass == "ConvertToLLVMPass" and len(sig.frames) == 5
+        assert "SIGSEGV in mlir::LLVM::LLVMStructType::getBody() const (in ConvertToLLVMPass)" == sig.describe()
     original = signature.of(-11, CRASH)
     elsewhere = signature.of(-11, CRASH.replace("LLVMStructType::getBody", "LLVMArrayType::getElementType"))
     assert signature.of(245, CRASH).matches(original)
     assert not elsewhere.matches(original)
+    other_pass = signature.of(-11, CRASH.replace("ConvertToLLVMPass", "LLVMCPULowerExecutableTargetPass"))
+    assert other_pass.failing_pass == "LLVMCPULowerExecutableTargetPass" and not other_pass.matches(original)
     assert not signature.of(1, error("in.mlir", 1, "x")).matches(original)
 
 
