@@ -31,11 +31,12 @@ COMMANDS = {
     "conv-i4-odd": (f"{COMPILE} {{input}} -o /dev/null", []),
     "xf-powf-mismatch": (None, ["--backends", "llvm-cpu,vmvx"]),
 }
+#: Names without commas: --configs takes a comma-separated list.
 CONFIGS = {
     "whole": [],
-    "whole, no phases": ["--no-phases"],
-    "from phase dump": ["--from-phase-dump"],
-    "isolate dispatch": ["--isolate-dispatch"],
+    "no-phases": ["--no-phases"],
+    "phase-dump": ["--from-phase-dump"],
+    "isolate": ["--isolate-dispatch"],
 }
 
 

@@ -18,14 +18,23 @@ from rich.table import Table
 from reducer import session
 from reducer.session import EXIT_CODES, Flaky, Interrupted, Result, Settings, UserError
 
-HELP = """Reduce INPUT (an .mlir file) to a smaller program that CHECK still finds interesting.
+HELP = """Reduce INPUT (an .mlir file) to a smaller program that is still interesting.
 
 \b
-The check script decides. It must exit 0 while the bug is still there (C-Reduce,
-C-Vise, llvm-reduce and iree-reduce agree; mlir-reduce is the opposite: users of
-mlir-reduce must invert their script's exit codes). It gets the candidate's path as
-its first argument, and runs in a fresh temporary directory holding the candidate
-under INPUT's own file name, so cvise scripts that read ./input.mlir work unchanged.
+Interesting is decided by a check script (--check) or a built-in oracle:
+  --compile CMD                      CMD fails the way it fails on INPUT ({input} = candidate)
+  --mismatch --compile A --against B two compiled modules give different outputs
+  --backends llvm-cpu,vmvx           the same, with the two commands made for you
+  --compile CMD --slower-than S      compiling takes longer than S seconds
+Built-in oracles keep the original's failure signature (--allow-slippage to relax),
+stop iree-compile at the failing phase, can isolate the failing dispatch, drop flags
+the failure does not need, and write a bug report (--report, --report-json).
+
+\b
+A check script must exit 0 while the bug is still there (C-Reduce, C-Vise,
+llvm-reduce and iree-reduce agree; mlir-reduce is the opposite: invert its scripts).
+It gets the candidate's path as its first argument, and runs in a fresh temporary
+directory holding the candidate under INPUT's own file name.
 
 \b
 The input is never modified. The smallest interesting program found so far is written

@@ -45,8 +45,8 @@ EXIT_CODES = {
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
     EXIT_USAGE: "bad command line (also: output path equal to the input)",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text",
-    EXIT_BAD_CHECK: "check script missing, not executable or cannot be run",
-    EXIT_NOT_INTERESTING: "the check says the original input is not interesting",
+    EXIT_BAD_CHECK: "check script missing, not executable or cannot be run; --compile's program not found",
+    EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
     EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
     EXIT_FLAKY: "the reduced output was not interesting when re-checked (flaky check)",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
@@ -278,7 +278,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
         log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
                  " (slippage allowed)" if settings.allow_slippage else "")
     original_text = text
-    text, oracle = _workflows(settings, text, oracle, verdict, findings)
+    text, oracle = _workflows(settings, text, oracle, findings)
     write_atomically(output, text.encode())
 
     # Workers are forked before any MLIR context exists in this process.
@@ -340,7 +340,7 @@ def _ops_of(text: str) -> int | None:
     return ws.size.ops
 
 
-def _workflows(settings: Settings, text: str, oracle: Oracle, verdict: Verdict, findings: dict[str, object]) -> tuple[str, Oracle]:
+def _workflows(settings: Settings, text: str, oracle: Oracle, findings: dict[str, object]) -> tuple[str, Oracle]:
     """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase."""
     if not isinstance(oracle, CompileOracle):
         if settings.isolate_dispatch or settings.from_phase_dump:
@@ -359,11 +359,15 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, verdict: Verdict, 
                                     "seconds": round(found.seconds, 2)}
             return found.text, found.oracle
     if settings.phases and phases.applicable(oracle):
-        search = phases.first_failing_phase(oracle, text.encode(), verdict.seconds)
+        search = phases.first_failing_phase(oracle, text.encode())
         if search.phase is not None:
             findings["phase"] = search.phase
-            log.info("phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)", search.phase, search.phase)
             limited = phases.limit(oracle, search.phase)
+            if not search.worth_it() and not settings.from_phase_dump:
+                log.info("phase search: the failure appears in phase %s, after code generation; stopping there "
+                         "saves nothing, so checks compile fully", search.phase)
+                return text, oracle
+            log.info("phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)", search.phase, search.phase)
             if settings.from_phase_dump:
                 resumed = phases.start_from_dump(limited, text.encode(), os.path.basename(settings.input), search.phase)
                 if resumed is not None:
