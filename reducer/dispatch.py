@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import tempfile
+import time
 
 import attrs
 
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 
 @attrs.frozen
 class Isolated:
+    """What isolation found; `failing` is empty when no executable fails alone."""
+
     name: str  # the executable source's file name, e.g. module_main_dispatch_0.mlir
     text: str
     oracle: CompileOracle  # compiles an executable source alone
@@ -38,10 +41,8 @@ def _natural(name: str) -> list[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
-def isolate(oracle: CompileOracle, data: bytes, jobs: int) -> Isolated | None:
+def isolate(oracle: CompileOracle, data: bytes, jobs: int) -> Isolated:
     """The first (by name) executable that fails alone the way the program fails."""
-    import time
-
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ireereduce-sources-") as out:
         dumping = oracle.with_command(
@@ -53,16 +54,15 @@ def isolate(oracle: CompileOracle, data: bytes, jobs: int) -> Isolated | None:
         for n in names:
             with open(os.path.join(out, n)) as f:
                 sources[n] = f.read()
-    if not sources:
-        log.warning("iree-compile dumped no executable sources; reducing the whole program")
-        return None
     alone = oracle.with_command(oracle.command.plus("--compile-mode=hal-executable"))
     with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
         verdicts = list(pool.map(lambda n: alone.run(sources[n].encode()), names))
     failing = tuple(n for n, v in zip(names, verdicts) if v.interesting)
     for n, v in zip(names, verdicts):
         log.info("dispatch isolation: %s alone: %s", n, v.outcome)
-    if not failing:
+    if not sources:
+        log.warning("iree-compile dumped no executable sources (the failure comes before them); reducing the whole program")
+    elif not failing:
         log.warning("no executable fails alone the way the program does (%d tried); reducing the whole program", len(names))
-        return None
-    return Isolated(failing[0], sources[failing[0]], alone, failing, len(names), 1 + len(names), time.monotonic() - start)
+    first = failing[0] if failing else ""
+    return Isolated(first, sources.get(first, ""), alone, failing, len(names), 1 + len(names), time.monotonic() - start)

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 import attrs
 
 from reducer import ir as irutil
+from reducer import dispatch, phases, upstream
 from reducer.engine import DEFAULT_BATCH, DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
-from reducer import dispatch, phases, upstream
 from reducer.flags import reduce_flags
 from reducer.oracle import Oracle, ScriptOracle, Verdict
 from reducer.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
@@ -233,6 +233,8 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
             raise UserError(EXIT_USAGE, "--mismatch needs --against COMMAND (the second configuration), and no --slower-than")
         return MismatchOracle(command, against, basename, timeout, runner, settings.function, settings.rtol, settings.atol)
     if timing:
+        if settings.slower_than is not None and settings.slower_than_factor is not None:
+            raise UserError(EXIT_USAGE, "give one of --slower-than and --slower-than-factor")
         if settings.slower_than_factor is not None and against is None:
             raise UserError(EXIT_USAGE, "--slower-than-factor needs --against COMMAND (the fast compiler or flags)")
         return SlowCompileOracle(
@@ -325,6 +327,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
             write_atomically(output, final_text.encode())
     final = run_check(oracle, final_text.encode())
     stats.final = Size(stats.final.ops, len(final_text.encode()))
+    stats.oracle_calls += int(findings.get("workflow_checks", 0))  # type: ignore[call-overload]
     result = Result(output, ws.mode, stats, time.monotonic() - start, timeout, verdict.seconds, findings, oracle, final, input_size)
     if not final.interesting:
         raise Flaky(result)
@@ -350,9 +353,11 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: dict[str
         if settings.isolate_dispatch or settings.from_phase_dump:
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
         return text, oracle
+    checks = 0
     if settings.isolate_dispatch:
         found = dispatch.isolate(oracle, text.encode(), settings.jobs)
-        if found is not None:
+        findings["workflow_checks"] = checks = found.checks
+        if found.failing:
             log.info("dispatch isolation: %s fails alone (%d of %d executables fail the same way; %.1f s)",
                      found.name, len(found.failing), found.executables, found.seconds)
             findings["dispatch"] = {"name": found.name, "failing": list(found.failing), "executables": found.executables,
@@ -360,6 +365,7 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: dict[str
             return found.text, found.oracle
     if settings.phases and phases.applicable(oracle):
         search = phases.first_failing_phase(oracle, text.encode())
+        findings["workflow_checks"] = checks = checks + search.checks
         if search.phase is not None:
             findings["phase"] = search.phase
             limited = phases.limit(oracle, search.phase)
@@ -370,6 +376,7 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: dict[str
             log.info("phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)", search.phase, search.phase)
             if settings.from_phase_dump:
                 resumed = phases.start_from_dump(limited, text.encode(), os.path.basename(settings.input), search.phase)
+                findings["workflow_checks"] = checks + 2  # the dump, and its IR checked
                 if resumed is not None:
                     findings["started_from"] = phases.PHASES[phases.PHASES.index(search.phase) - 1]
                     log.info("starting from the IR after phase %s (%d bytes, was %d)", findings["started_from"],

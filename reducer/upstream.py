@@ -91,30 +91,25 @@ STEPS: tuple[tuple[str, Callable[[str], str]], ...] = (
 )
 
 
+def _steps(text: str, keep: Callable[[str], bool]) -> tuple[str, list[str]]:
+    """Apply the steps in order, each kept when it changes the text and `keep` says so."""
+    done: list[str] = []
+    for name, step in STEPS:
+        try:
+            after = step(text)
+        except (irutil.ParseError, irutil.VerifyError):
+            continue
+        if after != text and keep(after):
+            text = after
+            done.append(name)
+    return text, done
+
+
 def clean(text: str, interesting: Callable[[str], bool]) -> tuple[str, list[str]]:
     """All steps at once if that stays interesting (one check), else one at a time."""
-    done: list[str] = []
-    variants: list[tuple[str, str]] = []
-    current = text
-    for name, step in STEPS:
-        try:
-            after = step(current)
-        except (irutil.ParseError, irutil.VerifyError):
-            continue
-        if after != current:
-            variants.append((name, after))
-            current = after
-    if not variants:
+    together, done = _steps(text, lambda _: True)
+    if not done:
         return text, []
-    if interesting(current):
-        return current, [name for name, _ in variants]
-    current = text
-    for name, step in STEPS:
-        try:
-            after = step(current)
-        except (irutil.ParseError, irutil.VerifyError):
-            continue
-        if after != current and interesting(after):
-            current = after
-            done.append(name)
-    return current, done
+    if interesting(together):
+        return together, done
+    return _steps(text, interesting)

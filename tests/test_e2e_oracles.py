@@ -85,6 +85,7 @@ def test_dispatch_isolation_reduces_the_failing_executable_alone(tmp_path: Path)
     result = reduce_file(Settings(str(src), compile=CMD, output=str(out), jobs=2, isolate_dispatch=True))
     found = result.findings["dispatch"]
     assert found["executables"] > 5 and len(found["failing"]) == 1 and found["name"] == found["failing"][0]
+    assert result.findings["workflow_checks"] == found["executables"] + 1  # counted with the engine's checks
     text = out.read_text()
     assert len(re.findall(r"^\s*hal\.executable (?:public |private )?@", text, re.M)) == 1 and "f6E2M3FN" in text
     proc = subprocess.run(f"{COMPILE} --compile-mode=hal-executable {out} -o /dev/null", shell=True, capture_output=True, text=True)

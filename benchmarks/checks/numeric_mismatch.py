@@ -20,24 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from reducer.oracles.mismatch import split_top
+
 FLAGS = {
     "llvm-cpu": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=generic"],
     "vmvx": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx"],
 }
 DTYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
-
-
-def split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        depth += ch in "<([{"
-        depth -= ch in ">)]}"
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [p.strip() for p in parts + [cur] if p.strip()]
 
 
 def entry(text: str) -> tuple[str, list[str], int]:
