@@ -302,8 +302,9 @@ def _summary(console: Console, result: Result) -> None:
     if judged:
         console.print(f"checked candidates: {judged}", markup=False, highlight=False, soft_wrap=True)
     if s.outcomes.get("different bug"):
+        n = s.outcomes["different bug"]
         console.print(
-            f"{s.outcomes['different bug']} candidates were rejected as a different bug (another failure signature)",
+            f"{n} candidate{' was' if n == 1 else 's were'} rejected as a different bug (another failure signature)",
             markup=False, highlight=False, soft_wrap=True,
         )
     f = result.findings
