@@ -309,11 +309,11 @@ def _summary(console: Console, result: Result) -> None:
         )
     f = result.findings
     for label, value in (
-        ("dispatch", (f["dispatch"]["name"] + f" (of {f['dispatch']['executables']} executables)") if f.get("dispatch") else None),  # type: ignore[index]
-        ("failing phase", f.get("phase")),
-        ("started from the IR after", f.get("started_from")),
-        ("flags not needed", ", ".join(f.get("flags_removed", [])) or None),  # type: ignore[arg-type]
-        ("for upstream", ", ".join(f.get("for_upstream", [])) or None),  # type: ignore[arg-type]
+        ("dispatch", f"{f.dispatch.name} (of {f.dispatch.executables} executables)" if f.dispatch else None),
+        ("failing phase", f.phase),
+        ("started from the IR after", f.started_from),
+        ("flags not needed", ", ".join(f.flags_removed)),
+        ("for upstream", ", ".join(f.for_upstream)),
     ):
         if value:
             console.print(f"{label}: {value}", markup=False, highlight=False, soft_wrap=True)

@@ -32,6 +32,18 @@ class PrintOptions:
     generic: bool = False
 
 
+#: Optional attributes that are safe to delete through the bindings (not properties).
+OPTIONAL_ATTRIBUTES = frozenset({"arg_attrs", "res_attrs", "__inplace_operands_attr__"})
+#: What a symbol or a function cannot do without.
+REQUIRED_ATTRIBUTES = frozenset({"sym_name", "function_type", "sym_visibility"})
+
+
+def discardable(name: str) -> bool:
+    """Dialect-prefixed attributes (iree.abi.*, torch.*) and the optional dictionaries:
+    ops verify without them. Shared by the attributes strategy and --for-upstream."""
+    return name not in REQUIRED_ATTRIBUTES and ("." in name or name in OPTIONAL_ATTRIBUTES)
+
+
 def new_context() -> ir.Context:
     from iree.compiler import ir
 

@@ -72,6 +72,7 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         "MismatchOracle": "numeric-mismatch", "SlowCompileOracle": "compile-time",
     }.get(type(oracle).__name__, type(oracle).__name__)
     name = os.path.basename(result.output)
+    found = result.findings
     original = result.input_size or result.stats.original
     start = result.stats.original
     return {
@@ -93,11 +94,14 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         "seconds": round(result.seconds, 2),
         "outcomes": dict(sorted(result.stats.outcomes.items())),
         "rejected_as_different_bug": result.stats.outcomes.get("different bug", 0),
-        "phase": result.findings.get("phase"),
-        "started_from_phase": result.findings.get("started_from"),
-        "dispatch": result.findings.get("dispatch"),
-        "flags_removed": list(result.findings.get("flags_removed", [])),  # type: ignore[call-overload]
-        "for_upstream": list(result.findings.get("for_upstream", [])),  # type: ignore[call-overload]
+        "phase": found.phase,
+        "started_from_phase": found.started_from,
+        "dispatch": {
+            "name": found.dispatch.name, "failing": list(found.dispatch.failing),
+            "executables": found.dispatch.executables, "seconds": round(found.dispatch.seconds, 2),
+        } if found.dispatch else None,
+        "flags_removed": list(found.flags_removed),
+        "for_upstream": list(found.for_upstream),
         "versions": versions(),
     }
 

@@ -99,6 +99,18 @@ class Settings:
 
 
 @attrs.define
+class Findings:
+    """What the workflows found: for the summary, the report and the oracle-call count."""
+
+    phase: str | None = None  # the first --compile-to phase that shows the failure
+    started_from: str | None = None  # --from-phase-dump: the phase whose output IR was reduced
+    dispatch: dispatch.Isolated | None = None  # the executable reduced alone
+    flags_removed: list[str] = attrs.field(factory=list)
+    for_upstream: list[str] = attrs.field(factory=list)  # the --for-upstream steps kept
+    workflow_checks: int = 0  # oracle calls outside the engine, before it
+
+
+@attrs.define
 class Result:
     output: str
     mode: str
@@ -106,8 +118,7 @@ class Result:
     seconds: float
     timeout: float
     initial_check_seconds: float
-    #: What the workflows found, for the summary and the report: phase, dispatch, flags_removed, for_upstream.
-    findings: dict[str, object] = attrs.field(factory=dict)
+    findings: Findings = attrs.field(factory=Findings)
     oracle: Oracle | None = None
     final_verdict: Verdict | None = None
     input_size: Size | None = None
@@ -253,7 +264,6 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     if os.path.exists(output) and os.path.samefile(output, settings.input):
         raise UserError(EXIT_USAGE, "the output path is the input; ireereduce never overwrites its input (use -o)")
     basename = os.path.basename(settings.input)
-    input_size = Size(None, len(text.encode()))
 
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if isinstance(first, SlowCompileOracle) and settings.timeout is None:
@@ -275,7 +285,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     if isinstance(first, SlowCompileOracle):
         timeout = settings.timeout or 3 * verdict.seconds + 5.0
     oracle = first.calibrate(verdict).with_timeout(timeout)
-    findings: dict[str, object] = {}
+    findings = Findings()
     if verdict.signature is not None and verdict.signature.kind != "ok":
         log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
                  " (slippage allowed)" if settings.allow_slippage else "")
@@ -310,7 +320,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
             flags = reduce_flags(oracle, final_text.encode(), settings.jobs)
             stats.oracle_calls += flags.checks
             oracle = flags.oracle
-            findings["flags_removed"] = list(flags.removed)
+            findings.flags_removed = list(flags.removed)
             if flags.removed:
                 log.info("flags: %d not needed: %s", len(flags.removed), ", ".join(flags.removed))
         if settings.for_upstream and ws.mode == "mlir":
@@ -322,12 +332,12 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
 
             final_text, done = upstream.clean(final_text, interesting)
             stats.oracle_calls += checks[0]
-            findings["for_upstream"] = done
+            findings.for_upstream = done
             log.info("for upstream: %s", ", ".join(done) or "nothing could be changed")
             write_atomically(output, final_text.encode())
     final = run_check(oracle, final_text.encode())
     stats.final = Size(stats.final.ops, len(final_text.encode()))
-    stats.oracle_calls += int(findings.get("workflow_checks", 0))  # type: ignore[call-overload]
+    stats.oracle_calls += findings.workflow_checks
     result = Result(output, ws.mode, stats, time.monotonic() - start, timeout, verdict.seconds, findings, oracle, final, input_size)
     if not final.interesting:
         raise Flaky(result)
@@ -337,13 +347,12 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
 def _ops_of(text: str) -> int | None:
     """The input's op count, for reports, when a workflow started the reduction elsewhere."""
     try:
-        ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=False)
+        return irutil.count_ops(irutil.parse(text, irutil.new_context()).operation)
     except irutil.ParseError:
         return None
-    return ws.size.ops
 
 
-def _workflows(settings: Settings, text: str, oracle: Oracle, findings: dict[str, object]) -> tuple[str, Oracle]:
+def _workflows(settings: Settings, text: str, oracle: Oracle, findings: Findings) -> tuple[str, Oracle]:
     """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase."""
     if not isinstance(oracle, CompileOracle):
         if settings.isolate_dispatch or settings.from_phase_dump:
@@ -353,21 +362,19 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: dict[str
         if settings.isolate_dispatch or settings.from_phase_dump:
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
         return text, oracle
-    checks = 0
     if settings.isolate_dispatch:
         found = dispatch.isolate(oracle, text.encode(), settings.jobs)
-        findings["workflow_checks"] = checks = found.checks
+        findings.workflow_checks += found.checks
         if found.failing:
             log.info("dispatch isolation: %s fails alone (%d of %d executables fail the same way; %.1f s)",
                      found.name, len(found.failing), found.executables, found.seconds)
-            findings["dispatch"] = {"name": found.name, "failing": list(found.failing), "executables": found.executables,
-                                    "seconds": round(found.seconds, 2)}
+            findings.dispatch = found
             return found.text, found.oracle
     if settings.phases and phases.applicable(oracle):
         search = phases.first_failing_phase(oracle, text.encode())
-        findings["workflow_checks"] = checks = checks + search.checks
+        findings.workflow_checks += search.checks
         if search.phase is not None:
-            findings["phase"] = search.phase
+            findings.phase = search.phase
             limited = phases.limit(oracle, search.phase)
             if not search.worth_it() and not settings.from_phase_dump:
                 log.info("phase search: the failure appears in phase %s, after code generation; stopping there "
@@ -376,10 +383,10 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: dict[str
             log.info("phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)", search.phase, search.phase)
             if settings.from_phase_dump:
                 resumed = phases.start_from_dump(limited, text.encode(), os.path.basename(settings.input), search.phase)
-                findings["workflow_checks"] = checks + 2  # the dump, and its IR checked
+                findings.workflow_checks += 2  # the dump, and its IR checked
                 if resumed is not None:
-                    findings["started_from"] = phases.PHASES[phases.PHASES.index(search.phase) - 1]
-                    log.info("starting from the IR after phase %s (%d bytes, was %d)", findings["started_from"],
+                    findings.started_from = phases.PHASES[phases.PHASES.index(search.phase) - 1]
+                    log.info("starting from the IR after phase %s (%d bytes, was %d)", findings.started_from,
                              len(resumed[0]), len(text))
                     return resumed[0], resumed[1]
             return text, limited

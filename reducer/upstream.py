@@ -34,9 +34,9 @@ def strip_discardable_attributes(text: str) -> str:
     ctx, module = _parse(text)
     with ctx:
         for op in [module.operation, *irutil.iter_ops(module.operation)]:
-            for name in [n for n in op.attributes if "." in n or n in ("arg_attrs", "res_attrs")]:
-                if op.name.startswith("hal.") or name.startswith("hal.executable"):
-                    continue
+            if op.name.startswith("hal."):
+                continue
+            for name in [n for n in op.attributes if irutil.discardable(n) and not n.startswith("hal.")]:
                 del op.attributes[name]
         return irutil.to_text(module.operation, irutil.PrintOptions())
 

@@ -15,20 +15,19 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
+from reducer import ir as irutil
 from reducer.strategy import Edit, Program, Strategy
 from strategies._ir import walk_paths
 
-#: Optional attributes that are safe to delete through the bindings (not properties).
-OPTIONAL = frozenset({"arg_attrs", "res_attrs", "__inplace_operands_attr__"})
 #: Optional inherent flags, removed from the text in one edit per kind.
 INLINE_FLAGS = {"fastmath": re.compile(r" fastmath<[^>]*>"), "overflow": re.compile(r" overflow<[^>]*>")}
 _LOC = re.compile(r"\bloc\(")
 
 
 def _droppable(op: ir.Operation, name: str) -> bool:
-    if name in ("sym_name", "function_type", "sym_visibility"):
+    if name in irutil.REQUIRED_ATTRIBUTES:
         return False
-    return "." in name or name in OPTIONAL or not op.context.is_registered_operation(op.name)
+    return irutil.discardable(name) or not op.context.is_registered_operation(op.name)
 
 
 class Attributes(Strategy):

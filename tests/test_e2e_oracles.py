@@ -39,11 +39,11 @@ def test_a_compile_failure_is_reduced_without_slipping_to_the_second_bug(tmp_pat
     result = reduce_file(Settings(str(src), compile=CMD, output=str(out), jobs=2, for_upstream=True,
                                   report=str(report), report_json=str(report_json)))
     text = out.read_text()
-    assert result.findings["phase"] == "executable-targets"  # checks stopped after codegen
+    assert result.findings.phase == "executable-targets"  # checks stopped after codegen
     assert result.stats.outcomes["different bug"] > 0  # candidates that only kept the i4 bug were refused
     assert "xi4" not in text and "f6E2M3FN" in text and result.stats.final.ops <= 5
     assert compile_signature(out).matches(original)
-    assert "--iree-llvmcpu-target-cpu=generic" in result.findings["flags_removed"]
+    assert "--iree-llvmcpu-target-cpu=generic" in result.findings.flags_removed
     # The report a bot files: valid against the documented schema, the repro and its command inside.
     from reducer import report as reporting
 
@@ -83,9 +83,11 @@ def test_dispatch_isolation_reduces_the_failing_executable_alone(tmp_path: Path)
     src.write_text(mlp(layers=6, bad_layer=4))
     out = tmp_path / "out.mlir"
     result = reduce_file(Settings(str(src), compile=CMD, output=str(out), jobs=2, isolate_dispatch=True))
-    found = result.findings["dispatch"]
-    assert found["executables"] > 5 and len(found["failing"]) == 1 and found["name"] == found["failing"][0]
-    assert result.findings["workflow_checks"] == found["executables"] + 1  # counted with the engine's checks
+    found = result.findings.dispatch
+    assert found is not None
+    assert found.executables > 5 and len(found.failing) == 1 and found.name == found.failing[0]
+    assert result.findings.workflow_checks == found.executables + 1  # counted with the engine's checks
+    assert result.input_size is not None and result.input_size.ops > 100 > result.stats.original.ops  # report: before vs start
     text = out.read_text()
     assert len(re.findall(r"^\s*hal\.executable (?:public |private )?@", text, re.M)) == 1 and "f6E2M3FN" in text
     proc = subprocess.run(f"{COMPILE} --compile-mode=hal-executable {out} -o /dev/null", shell=True, capture_output=True, text=True)
@@ -97,8 +99,8 @@ def test_reduction_can_start_from_the_ir_of_the_phase_before(tmp_path: Path):
     src.write_text(mlp(layers=4, bad_layer=2))
     out = tmp_path / "out.mlir"
     result = reduce_file(Settings(str(src), compile=CMD, output=str(out), jobs=2, from_phase_dump=True))
-    assert result.findings["phase"] == "executable-targets"
-    assert result.findings["started_from"] == "executable-configurations"
+    assert result.findings.phase == "executable-targets"
+    assert result.findings.started_from == "executable-configurations"
     proc = subprocess.run(
         f"{COMPILE} --compile-from=executable-configurations --compile-to=executable-targets {out} -o /dev/null",
         shell=True, capture_output=True, text=True,
@@ -120,6 +122,7 @@ def test_a_numeric_mismatch_between_backends_is_reduced(tmp_path: Path):
     text = out.read_text()
     assert "math.powf" in text and "math.tanh" not in text and result.stats.final.ops <= 3
     assert result.final_verdict is not None and "differs" in result.final_verdict.stderr_tail
+    assert "function @main on inputs tensor<" in result.final_verdict.stderr_tail  # a report shows the inputs used
     assert result.stats.outcomes["same outputs"] > 0  # candidates that lost the mismatch were refused
 
 

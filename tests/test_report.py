@@ -1,0 +1,49 @@
+"""The bug report's text: temporary paths become the repro's name, long output is cut,
+and the Markdown has what an issue needs. The full report on a real failure, validated
+against docs/report-schema.json, is in test_e2e_oracles.py."""
+
+from __future__ import annotations
+
+import tempfile
+
+from reducer import report
+from reducer.cli import _backends
+
+
+def test_the_candidates_temporary_path_becomes_the_repro_name():
+    tmp = tempfile.gettempdir()
+    out = report.clean_output(f"{tmp}/ireereduce-abc123/input.mlir:3:10: error: boom\n", "model.reduced.mlir")
+    assert out == "model.reduced.mlir:3:10: error: boom"
+
+
+def test_long_output_keeps_its_head_and_tail():
+    lines = [f"line {i}" for i in range(500)]
+    out = report.clean_output("\n".join(lines), "x.mlir").splitlines()
+    assert len(out) == report.OUTPUT_LINES + 1
+    assert out[0] == "line 0" and out[-1] == "line 499" and "440 lines" in out[report.OUTPUT_LINES // 2]
+
+
+def test_the_markdown_has_the_repro_the_command_and_the_facts():
+    data = {
+        "signature": {"summary": "exit 1: failed to legalize operation 'x'"},
+        "oracle": {"kind": "compile-failure", "reproduce": "iree-compile out.mlir -o /dev/null"},
+        "versions": {"ireereduce": "0.1.0", "iree-compile": "IREE 3.13.0", "python": "3.11.7", "platform": "Linux"},
+        "input": "in.mlir", "seconds": 12.3, "oracle_calls": 40, "status": "reduced",
+        "sizes": {"before": {"ops": 500, "bytes": 9000}, "reduction_start": {"ops": 500, "bytes": 9000}, "after": {"ops": 3, "bytes": 120}},
+        "program": "module {}\n", "failure_output": "out.mlir:1:1: error: failed to legalize operation 'x'",
+        "phase": "stream", "dispatch": None, "flags_removed": ["--a"], "for_upstream": [], "rejected_as_different_bug": 7,
+    }
+    md = report.to_markdown(data)
+    assert md.startswith("# exit 1: failed to legalize operation 'x'\n")
+    assert "from `in.mlir` (500 ops, 9000 bytes) to 3 ops, 120 bytes, in 12 s and 40 oracle calls" in md
+    for part in ("```mlir\nmodule {}\n```", "```sh\niree-compile out.mlir -o /dev/null\n```", "- failing phase: stream",
+                 "- flags not needed: `--a`", "- candidates rejected as a different bug: 7", "- iree-compile: IREE 3.13.0"):
+        assert part in md
+    assert "dispatch:" not in md and "for upstream" not in md  # facts that do not apply are left out
+
+
+def test_backends_shorthand_builds_both_compile_commands():
+    a, b, mismatch = _backends("llvm-cpu,vmvx", "--iree-opt-level=O2")
+    assert mismatch
+    assert a.startswith("iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=generic")
+    assert b == "iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=vmvx --iree-opt-level=O2 -o {output}"
