@@ -9,7 +9,6 @@ is far cheaper than reducing the program: each check compiles one executable.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
 import re
@@ -18,6 +17,7 @@ import time
 
 import attrs
 
+from reducer.executor import Executor
 from reducer.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,9 @@ def _natural(name: str) -> list[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
-def isolate(oracle: CompileOracle, data: bytes, jobs: int) -> Isolated:
-    """The first (by name) executable that fails alone the way the program fails."""
+def isolate(oracle: CompileOracle, data: bytes, executor: Executor) -> Isolated:
+    """The first (by name) executable that fails alone the way the program fails. The dump
+    runs here (its files are read here); the executables are checked on the executor."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ireereduce-sources-") as out:
         dumping = oracle.with_command(
@@ -55,8 +56,7 @@ def isolate(oracle: CompileOracle, data: bytes, jobs: int) -> Isolated:
             with open(os.path.join(out, n)) as f:
                 sources[n] = f.read()
     alone = oracle.with_command(oracle.command.plus("--compile-mode=hal-executable"))
-    with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-        verdicts = list(pool.map(lambda n: alone.run(sources[n].encode()), names))
+    verdicts = executor.map([sources[n].encode() for n in names], alone)
     failing = tuple(n for n, v in zip(names, verdicts) if v.interesting)
     for n, v in zip(names, verdicts):
         log.info("dispatch isolation: %s alone: %s", n, v.outcome)

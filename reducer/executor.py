@@ -1,29 +1,86 @@
-"""Where oracle calls run. The engine only submits bytes and waits for verdicts, so a
-distributed executor can replace the local pool without touching the engine."""
+"""Where oracle calls run. The engine and the workflows only submit bytes, cancel what a
+commit made obsolete, and read verdicts, so a distributed executor replaces the local
+pool without touching either.
+
+The contract (an `Executor`):
+
+* built from `(oracle, workers)`: `workers` checks may run at once;
+* `submit(data, oracle=None)` runs `oracle` (default: the executor's) on `data` and
+  returns a `concurrent.futures.Future[Verdict]`;
+* `cancel(future)` makes a check obsolete: a queued one never starts, a running one
+  has its process group killed; its future is cancelled and carries no verdict;
+* a check whose worker dies (OOM killer, `kill -9`, a check that kills its parent) is
+  run again on a fresh worker; a candidate that kills its worker twice gets the
+  verdict "worker died" (not interesting);
+* `close(abort)` waits for running checks, or with abort kills them; either way no
+  worker process and no temp dir of a check is left;
+* `stats` (busy worker-seconds, lost workers) for the utilisation figure.
+"""
 
 from __future__ import annotations
 
 import abc
+import collections
 import concurrent.futures
 import contextlib
+import itertools
+import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import threading
 import time
+import warnings
 from typing import Any
 
-from reducer.oracle import Oracle, Verdict, kill_running_checks
+import attrs
+
+from reducer.oracle import Cancelled, Oracle, Verdict
+
+log = logging.getLogger(__name__)
+
+#: A check may kill its worker this many times before it counts as not interesting.
+MAX_WORKER_DEATHS = 2
+
+
+@attrs.define
+class ExecutorStats:
+    checks: int = 0  # submitted: the one count of every check a run makes through the executor
+    busy_seconds: float = 0.0  # summed over workers: from a check's start to its verdict
+    lost_workers: int = 0  # worker processes that died under a check
+    cancelled: int = 0  # checks made obsolete before their verdict
+
+
+def worker_died(deaths: int) -> Verdict:
+    """The verdict of a candidate that killed its worker every time it ran."""
+    return Verdict(False, None, outcome="worker died",
+                   stderr_tail=f"the check killed the process running it {deaths} times")
 
 
 class Executor(abc.ABC):
+    workers: int
+    stats: ExecutorStats
+
     @abc.abstractmethod
-    def submit(self, data: bytes) -> concurrent.futures.Future[Verdict]:
+    def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
         """Run the oracle on data somewhere; the future holds its verdict."""
+
+    @abc.abstractmethod
+    def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
+        """The verdict is no longer needed: stop the check and free its worker."""
 
     @abc.abstractmethod
     def close(self, abort: bool = False) -> None:
         """Release the workers; with abort, kill running checks instead of waiting."""
+
+    def run(self, data: bytes, oracle: Oracle | None = None) -> Verdict:
+        """One check, waited for (the workflows' sequential steps)."""
+        return self.submit(data, oracle).result()
+
+    def map(self, items: list[bytes], oracle: Oracle | None = None) -> list[Verdict]:
+        """Several checks at once, verdicts in order (dispatch isolation, flags)."""
+        return [f.result() for f in [self.submit(d, oracle) for d in items]]
 
     def __enter__(self) -> Executor:
         return self
@@ -32,56 +89,237 @@ class Executor(abc.ABC):
         self.close(abort=exc[0] is not None)
 
 
-_worker_oracle: Oracle | None = None
+# -- the local pool ----------------------------------------------------------------------
 
 
-def _init_worker(oracle: Oracle) -> None:
-    global _worker_oracle
-    _worker_oracle = oracle
+def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, cancel_slot: Any) -> None:
+    """A worker: run tasks from conn until told to stop. `cancel_slot` holds the id of
+    the task the parent wants stopped; the oracle polls it while its commands run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, kill_running_checks)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        task_id, data, task_oracle = message
+        if cancel_slot.value == task_id:
+            conn.send((task_id, "cancelled", None))
+            continue
+        judge = task_oracle or oracle
+        try:
+            verdict = judge.run(data, cancel=lambda: cancel_slot.value == task_id)
+            reply: tuple[int, str, Any] = (task_id, "ok", verdict)
+        except Cancelled:
+            reply = (task_id, "cancelled", None)
+        except BaseException as exc:  # reported to the parent, which raises it from the future
+            reply = (task_id, "error", exc)
+        try:
+            conn.send(reply)
+        except (OSError, ValueError):
+            return
 
 
-def _run(data: bytes) -> Verdict:
-    assert _worker_oracle is not None
-    return _worker_oracle.run(data)
+@attrs.define(eq=False)
+class _Task:
+    id: int
+    data: bytes
+    oracle: Oracle | None
+    future: concurrent.futures.Future[Verdict]
+    deaths: int = 0
+    started: float = 0.0
+
+
+@attrs.define(eq=False)
+class _Worker:
+    process: Any
+    conn: multiprocessing.connection.Connection
+    cancel_slot: Any
+    task: _Task | None = None
 
 
 class LocalExecutor(Executor):
-    """A pool of forked worker processes on this machine.
+    """Worker processes on this machine, each running one check at a time.
 
-    Forked (not spawned) so that multiprocessing-logging's handler reaches them; create
-    it before any MLIR context exists so no native threads are forked.
+    Hand-written rather than `multiprocessing.Pool` or `ProcessPoolExecutor` because
+    neither can stop one running task, and a dead worker hangs the first and breaks the
+    second whole (every task in flight fails, so the culprit cannot be told apart).
+    Here each worker has its own pipe: the parent always knows which candidate a dead
+    worker was running. Workers are forked, first before any MLIR context exists in
+    this process (so no native threads are copied); a replacement for a dead worker is
+    forked later, and runs nothing but Python and the check's subprocess.
     """
 
-    def __init__(self, oracle: Oracle, jobs: int) -> None:
-        self.jobs = jobs
-        self._pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_init_worker, initargs=(oracle,))
+    def __init__(self, oracle: Oracle, workers: int) -> None:
+        self.oracle = oracle
+        self.workers = max(1, workers)
+        self.stats = ExecutorStats()
+        self._ctx = multiprocessing.get_context("fork")
+        self._lock = threading.Lock()
+        self._queue: collections.deque[_Task] = collections.deque()
+        self._by_future: dict[concurrent.futures.Future[Verdict], _Task] = {}
+        self._ids = itertools.count(1)
+        self._wake_r, self._wake_w = os.pipe()
+        self._closing = False
+        self._pool: list[_Worker] = [self._spawn() for _ in range(self.workers)]
+        self._thread = threading.Thread(target=self._loop, name="ireereduce-executor", daemon=True)
+        self._thread.start()
 
-    def submit(self, data: bytes) -> concurrent.futures.Future[Verdict]:
+    # -- the engine's side ------------------------------------------------------------
+    def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
         future: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
-        self._pool.apply_async(_run, (data,), callback=future.set_result, error_callback=future.set_exception)
+        task = _Task(next(self._ids), data, oracle, future)
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("the executor is closed")
+            self.stats.checks += 1
+            self._by_future[future] = task
+            self._queue.append(task)
+        self._wake()
         return future
 
+    def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
+        with self._lock:
+            task = self._by_future.pop(future, None)
+            if task is None or future.done():
+                return
+            self.stats.cancelled += 1
+            if task in self._queue:
+                self._queue.remove(task)
+            else:
+                for w in self._pool:
+                    if w.task is task:
+                        w.cancel_slot.value = task.id  # the worker kills the check's group
+            future.cancel()
+
     def close(self, abort: bool = False) -> None:
-        if not abort:
-            self._pool.close()
-            self._pool.join()
+        if self._closing:
             return
-        # Pool.terminate() can hang when a worker dies holding a queue lock; stop the
-        # workers ourselves first (each takes its running check's process group with it),
-        # and give terminate() a bounded time.
-        workers = list(getattr(self._pool, "_pool", []))
-        for w in workers:
-            if w.pid is not None and w.is_alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(w.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 3.0
-        for w in workers:
-            w.join(max(0.0, deadline - time.monotonic()))
-            if w.is_alive() and w.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(w.pid, signal.SIGKILL)
-        stopper = threading.Thread(target=self._pool.terminate, daemon=True)
-        stopper.start()
-        stopper.join(5.0)
+        if not abort:
+            while True:
+                with self._lock:
+                    if not self._queue and all(w.task is None for w in self._pool):
+                        break
+                time.sleep(0.02)
+        with self._lock:
+            self._closing = True
+            for task in list(self._queue):
+                task.future.cancel()
+            self._queue.clear()
+            for w in self._pool:
+                if w.task is not None:
+                    w.cancel_slot.value = w.task.id
+        self._wake()
+        self._thread.join(5.0)
+        # Stop the workers: a polite word first (a cancelled check's worker removes its
+        # temp dir on the way out), then force.
+        for w in self._pool:
+            with contextlib.suppress(OSError, ValueError):
+                w.conn.send(None)
+        deadline = time.monotonic() + 2.0
+        for w in self._pool:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(1.0)
+            w.conn.close()
+        for task in self._by_future.values():
+            task.future.cancel()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    # -- the dispatcher thread --------------------------------------------------------
+    def _spawn(self) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        slot = self._ctx.Value("q", 0, lock=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
+            process = self._ctx.Process(target=_worker_main, args=(self.oracle, child, slot), daemon=True,
+                                        name="ireereduce-worker")
+            process.start()
+        child.close()
+        return _Worker(process, parent, slot)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._closing and all(w.task is None for w in self._pool):
+                    return
+                self._dispatch()
+                waits: list[Any] = [self._wake_r]
+                for w in self._pool:
+                    if w.task is not None:
+                        waits += [w.conn, w.process.sentinel]
+            ready = multiprocessing.connection.wait(waits)
+            if self._wake_r in ready:
+                with contextlib.suppress(OSError):
+                    os.read(self._wake_r, 4096)
+            with self._lock:
+                for w in list(self._pool):
+                    if w.task is None:
+                        continue
+                    if w.conn in ready and w.conn.poll():
+                        try:
+                            task_id, status, payload = w.conn.recv()
+                        except (EOFError, OSError):
+                            self._lost(w)
+                            continue
+                        self._finish(w, status, payload)
+                    elif w.process.sentinel in ready:
+                        self._lost(w)
+
+    def _dispatch(self) -> None:
+        for w in self._pool:
+            if w.task is None and self._queue and not self._closing:
+                task = self._queue.popleft()
+                w.task, task.started = task, time.monotonic()
+                try:
+                    w.conn.send((task.id, task.data, task.oracle))
+                except (OSError, ValueError):
+                    self._lost(w)
+
+    def _finish(self, w: _Worker, status: str, payload: Any) -> None:
+        task = w.task
+        assert task is not None
+        w.task = None
+        self.stats.busy_seconds += time.monotonic() - task.started
+        self._by_future.pop(task.future, None)
+        if task.future.done():  # cancelled meanwhile
+            return
+        if status == "ok":
+            task.future.set_result(payload)
+        elif status == "error":
+            task.future.set_exception(payload)
+        else:
+            task.future.cancel()
+
+    def _lost(self, w: _Worker) -> None:
+        """The worker died under its check: replace it, and run the check once more."""
+        task = w.task
+        w.task = None
+        with contextlib.suppress(OSError):
+            w.conn.close()
+        w.process.join(0.1)
+        self.stats.lost_workers += 1
+        index = self._pool.index(w)
+        if not self._closing:
+            self._pool[index] = self._spawn()
+        else:
+            self._pool.pop(index)
+        if task is None or task.future.done():
+            return
+        self.stats.busy_seconds += time.monotonic() - task.started
+        task.deaths += 1
+        log.warning("a worker died (exit %s) under a check; %s", w.process.exitcode,
+                    "running it again" if task.deaths < MAX_WORKER_DEATHS else "the candidate counts as not interesting")
+        if task.deaths >= MAX_WORKER_DEATHS or self._closing:
+            self._by_future.pop(task.future, None)
+            task.future.set_result(worker_died(task.deaths))
+        else:
+            self._queue.appendleft(task)

@@ -9,14 +9,13 @@ parallel and the first success in flag order wins, so any -j gives the same resu
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import re
-from collections.abc import Callable
 
 import attrs
 
-from reducer.oracle import Oracle, Verdict
+from reducer.executor import Executor
+from reducer.oracle import Oracle
 from reducer.oracles.command import Command
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,7 @@ def _pipeline_variants(flag: str) -> list[str]:
     return out
 
 
-def reduce_flags(oracle: Oracle, data: bytes, jobs: int) -> FlagResult:
+def reduce_flags(oracle: Oracle, data: bytes, executor: Executor) -> FlagResult:
     """Remove flags from every command of the oracle (its `commands` fields) while the
     candidate stays interesting."""
     removed: list[str] = []
@@ -67,7 +66,7 @@ def reduce_flags(oracle: Oracle, data: bytes, jobs: int) -> FlagResult:
                         argv = list(command.argv)
                         argv[i] = variant
                         tries.append((f"a pass of {command.argv[i]} (now {variant})", attrs.evolve(command, argv=tuple(argv))))
-            found = _first_interesting(oracle, field, tries, data, jobs)
+            found = _first_interesting(oracle, field, tries, data, executor)
             checks += found[1]
             if found[0] is None:
                 break
@@ -78,17 +77,17 @@ def reduce_flags(oracle: Oracle, data: bytes, jobs: int) -> FlagResult:
 
 
 def _first_interesting(
-    oracle: Oracle, field: str, tries: list[tuple[str, Command]], data: bytes, jobs: int
+    oracle: Oracle, field: str, tries: list[tuple[str, Command]], data: bytes, executor: Executor
 ) -> tuple[tuple[str, Oracle] | None, int]:
-    """The first try (in order) that stays interesting, judging `jobs` at a time."""
-    checks = 0
-    with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
-        for start in range(0, len(tries), max(1, jobs)):
-            batch = [(what, attrs.evolve(oracle, **{field: cmd})) for what, cmd in tries[start : start + jobs]]
-            run: Callable[[tuple[str, Oracle]], Verdict] = lambda t: t[1].run(data)
-            verdicts = list(pool.map(run, batch))
-            checks += len(batch)
-            for (what, candidate), verdict in zip(batch, verdicts):
-                if verdict.interesting:
-                    return (what, candidate), checks
-    return None, checks
+    """The first try (in order) that stays interesting. All are submitted at once and read
+    in order; the ones after the first interesting one are cancelled."""
+    candidates = [(what, attrs.evolve(oracle, **{field: cmd})) for what, cmd in tries]
+    futures = [executor.submit(data, candidate) for _, candidate in candidates]
+    try:
+        for checks, ((what, candidate), future) in enumerate(zip(candidates, futures), 1):
+            if future.result().interesting:
+                return (what, candidate), checks
+        return None, len(futures)
+    finally:
+        for future in futures:
+            executor.cancel(future)

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import attrs
 
@@ -30,6 +30,19 @@ log = logging.getLogger(__name__)
 
 #: Seconds between SIGTERM and SIGKILL when a check times out.
 KILL_GRACE = 1.0
+#: How often a running check looks whether it was cancelled (a commit made it obsolete).
+CANCEL_POLL = 0.05
+
+#: Asked while a check runs: has its verdict stopped mattering?
+CancelFn = Callable[[], bool]
+
+
+def never() -> bool:
+    return False
+
+
+class Cancelled(Exception):
+    """The check was stopped because its verdict is no longer needed."""
 
 
 @attrs.frozen
@@ -62,8 +75,8 @@ class Oracle(abc.ABC):
     timeout: float | None
 
     @abc.abstractmethod
-    def run(self, data: bytes) -> Verdict:
-        """Judge one candidate."""
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
+        """Judge one candidate; raise `Cancelled` (its processes killed) once `cancel()` says so."""
 
     def calibrate(self, original: Verdict) -> Oracle:
         """Learn from the original's verdict (its failure signature); the result judges candidates."""
@@ -94,8 +107,10 @@ def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
         yield tmp, path
 
 
-def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536) -> Run:
-    """Run argv in tmp, in its own process group so a timeout takes all of it down."""
+def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, cancel: CancelFn = never) -> Run:
+    """Run argv in tmp, in its own process group so a timeout or a cancel takes all of it down."""
+    if cancel():
+        raise Cancelled
     err_path = os.path.join(tmp, ".ireereduce-stderr")
     start = time.monotonic()
     with open(err_path, "wb") as err:
@@ -109,21 +124,35 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536) 
             preexec_fn=_no_core_dumps,
         )
         _current.append(proc.pid)
-        timed_out = False
+        timed_out = cancelled = False
+        deadline = None if timeout is None else start + timeout
+        rc: int | None = None
         try:
-            rc: int | None = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out, rc = True, None
-            _kill_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=KILL_GRACE)
-            except subprocess.TimeoutExpired:
-                pass
+            while True:
+                step = CANCEL_POLL if deadline is None else max(0.0, min(CANCEL_POLL, deadline - time.monotonic()))
+                try:
+                    rc = proc.wait(timeout=step)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if cancel():
+                    cancelled = True
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    timed_out = True
+                    _kill_group(proc.pid, signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=KILL_GRACE)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    break
         finally:
             # Whatever the check left behind (background children) goes too.
             _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
             _current.remove(proc.pid)
+    if cancelled:
+        raise Cancelled
     seconds = time.monotonic() - start
     size = os.path.getsize(err_path)
     with open(err_path, "rb") as f:
@@ -145,9 +174,9 @@ class ScriptOracle(Oracle):
     basename: str  # the input's file name, reused for every candidate
     timeout: float | None
 
-    def run(self, data: bytes) -> Verdict:
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
-            r = run_in([self.script, path], tmp, self.timeout, keep=4000)
+            r = run_in([self.script, path], tmp, self.timeout, keep=4000, cancel=cancel)
         interesting = r.returncode == 0
         outcome = "interesting" if interesting else "timeout" if r.timed_out else "not interesting"
         return Verdict(interesting, r.returncode, r.timed_out, r.seconds, r.stderr, outcome)

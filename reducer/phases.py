@@ -16,6 +16,7 @@ import tempfile
 
 import attrs
 
+from reducer.executor import Executor
 from reducer.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)
@@ -53,13 +54,13 @@ def limit(oracle: CompileOracle, phase: str) -> CompileOracle:
     return oracle.with_command(oracle.command.plus(f"--compile-to={phase}"))
 
 
-def first_failing_phase(oracle: CompileOracle, data: bytes) -> PhaseSearch:
+def first_failing_phase(oracle: CompileOracle, data: bytes, executor: Executor) -> PhaseSearch:
     """Binary search: failing is monotone in the phase (a failure in P stops P and all after it)."""
     lo, hi = 0, len(PHASES)  # PHASES[hi] == "the full compile", known to fail
     checks = 0
     while lo < hi:
         mid = (lo + hi) // 2
-        verdict = limit(oracle, PHASES[mid]).run(data)
+        verdict = executor.run(data, limit(oracle, PHASES[mid]))
         checks += 1
         log.info("phase search: --compile-to=%s: %s (%.1f s)", PHASES[mid], verdict.outcome, verdict.seconds)
         if verdict.interesting:
@@ -69,7 +70,9 @@ def first_failing_phase(oracle: CompileOracle, data: bytes) -> PhaseSearch:
     return PhaseSearch(PHASES[hi] if hi < len(PHASES) else None, checks)
 
 
-def start_from_dump(oracle: CompileOracle, data: bytes, basename: str, phase: str) -> tuple[str, CompileOracle] | None:
+def start_from_dump(
+    oracle: CompileOracle, data: bytes, basename: str, phase: str, executor: Executor
+) -> tuple[str, CompileOracle] | None:
     """The IR after the phase before `phase`, and the oracle that compiles it from there;
     None when there is no earlier phase or the dumped IR does not fail the same way."""
     i = PHASES.index(phase)
@@ -86,7 +89,7 @@ def start_from_dump(oracle: CompileOracle, data: bytes, basename: str, phase: st
         with open(found[0]) as f:
             text = f.read()
     resumed = oracle.with_command(oracle.command.plus(f"--compile-from={before}", f"--compile-to={phase}"))
-    verdict = resumed.run(text.encode())
+    verdict = executor.run(text.encode(), resumed)
     if not verdict.interesting:
         log.warning("the IR dumped after %s does not fail the same way (%s); reducing the input as given", before, verdict.outcome)
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from reducer.executor import LocalExecutor
 from reducer.flags import _pipeline_variants, reduce_flags
 from reducer.oracles import CompileOracle, MismatchOracle, parse_command
 
@@ -28,7 +29,11 @@ def test_only_the_flags_and_passes_the_failure_needs_stay(tmp_path: Path):
     )
     oracle = CompileOracle(command, "in.mlir", 10)
     oracle = oracle.calibrate(oracle.run(b"x"))
-    results = [reduce_flags(oracle, b"x", jobs) for jobs in (1, 2, 3)]
+    results = []
+    for jobs in (1, 2, 3):
+        with LocalExecutor(oracle, jobs) as executor:
+            results.append(reduce_flags(oracle, b"x", executor))
+            assert executor.stats.checks >= results[-1].checks  # they ran there (later ones speculatively)
     for r in results:
         argv = r.oracle.command.argv  # type: ignore[attr-defined]
         assert "--target=x" in argv and "--verbose" not in argv and "--opt=3" not in argv

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from reducer import dispatch, phases
+from reducer.executor import LocalExecutor
 from reducer.oracles import CompileOracle, parse_command
 
 FAKE = r'''#!{python}
@@ -52,9 +53,16 @@ def oracle(tmp_path: Path) -> CompileOracle:
     return o.calibrate(o.run(b"bad program"))
 
 
-def test_the_phase_search_finds_the_first_failing_phase_in_a_few_compiles(oracle: CompileOracle):
+@pytest.fixture
+def executor(oracle: CompileOracle):
+    with LocalExecutor(oracle, 2) as ex:
+        yield ex
+
+
+def test_the_phase_search_finds_the_first_failing_phase_in_a_few_compiles(oracle: CompileOracle, executor):
     assert phases.applicable(oracle)
-    search = phases.first_failing_phase(oracle, b"bad program")
+    search = phases.first_failing_phase(oracle, b"bad program", executor)
+    assert executor.stats.checks == search.checks  # every compile went through the executor
     assert search.phase == "flow" and search.checks <= 4
     assert search.worth_it()  # stopping at flow skips code generation
     assert not phases.PhaseSearch("executable-targets", 4).worth_it()
@@ -63,8 +71,8 @@ def test_the_phase_search_finds_the_first_failing_phase_in_a_few_compiles(oracle
     assert not phases.applicable(limited)  # a command that already stops somewhere is left alone
 
 
-def test_reduction_can_start_from_the_phase_before(oracle: CompileOracle):
-    found = phases.start_from_dump(phases.limit(oracle, "flow"), b"bad program", "input.mlir", "flow")
+def test_reduction_can_start_from_the_phase_before(oracle: CompileOracle, executor):
+    found = phases.start_from_dump(phases.limit(oracle, "flow"), b"bad program", "input.mlir", "flow", executor)
     assert found is not None
     text, resumed = found
     assert text == "after dispatch-creation: bad program"
@@ -72,8 +80,9 @@ def test_reduction_can_start_from_the_phase_before(oracle: CompileOracle):
     assert resumed.run(text.encode()).interesting
 
 
-def test_dispatch_isolation_takes_the_first_failing_executable_by_name(oracle: CompileOracle):
-    found = dispatch.isolate(oracle, b"bad program", jobs=2)
+def test_dispatch_isolation_takes_the_first_failing_executable_by_name(oracle: CompileOracle, executor):
+    found = dispatch.isolate(oracle, b"bad program", executor)
+    assert executor.stats.checks == found.checks - 1  # the executables alone; the dump runs here
     assert found is not None
     # dispatch_9 comes before dispatch_10 as a person reads them (not as strings sort).
     assert found.failing == ("module_main_dispatch_9.mlir", "module_main_dispatch_10.mlir")

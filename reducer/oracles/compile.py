@@ -14,7 +14,7 @@ import re
 import attrs
 
 from reducer import signature
-from reducer.oracle import Oracle, Verdict, candidate_dir, run_in
+from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, never
 from reducer.oracles.command import Command
 
 
@@ -30,9 +30,9 @@ class CompileOracle(Oracle):
     allow_slippage: bool = False  # any failure (that meets the expectations) counts
     expected: signature.Signature | None = None  # the original's, once calibrated
 
-    def run(self, data: bytes) -> Verdict:
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
-            r = run_in(self.command.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout)
+            r = run_in(self.command.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout, cancel=cancel)
         sig = signature.of(r.returncode, r.stderr)
         outcome = self.judge(sig, r.stderr, r.timed_out)
         return Verdict(outcome == "interesting", r.returncode, r.timed_out, r.seconds, r.stderr, outcome, sig)

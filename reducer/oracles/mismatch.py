@@ -17,7 +17,7 @@ import subprocess
 import attrs
 import numpy as np
 
-from reducer.oracle import Oracle, Verdict, candidate_dir, run_in
+from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, never
 from reducer.oracles.command import Command, resolve_tool
 
 DTYPES = {
@@ -98,13 +98,13 @@ class MismatchOracle(Oracle):
     rtol: float = 1e-3
     atol: float = 1e-4
 
-    def run(self, data: bytes) -> Verdict:
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
             outputs = []
             seconds = 0.0
             for side, command in (("a", self.compile), ("b", self.against)):
                 vmfb = os.path.join(tmp, f"{side}.vmfb")
-                r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout)
+                r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout, cancel=cancel)
                 seconds += r.seconds
                 if r.returncode != 0:
                     return self._verdict("timeout" if r.timed_out else "run failed", r.returncode, seconds, f"compile {side}: {r.stderr}")
@@ -120,7 +120,7 @@ class MismatchOracle(Oracle):
                 files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
                 argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={function}", *inputs]  # type: ignore[list-item]
                 argv += [f"--output=@{f}" for f in files]
-                r = run_in(argv, tmp, self.timeout)
+                r = run_in(argv, tmp, self.timeout, cancel=cancel)
                 seconds += r.seconds
                 if r.returncode != 0 or not all(os.path.exists(f) for f in files):
                     return self._verdict("timeout" if r.timed_out else "run failed", r.returncode, seconds, f"run {side}: {r.stderr}")

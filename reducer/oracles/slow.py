@@ -15,7 +15,7 @@ from typing import ClassVar
 import attrs
 
 from reducer import signature
-from reducer.oracle import Oracle, Run, Verdict, candidate_dir, run_in
+from reducer.oracle import Oracle, Run, Verdict, candidate_dir, run_in, CancelFn, never
 from reducer.oracles.command import Command
 
 #: Measured above the limit by less than this factor: measure again.
@@ -36,15 +36,15 @@ class SlowCompileOracle(Oracle):
     allow_slippage: bool = False
     expected: signature.Signature | None = None
 
-    def run(self, data: bytes) -> Verdict:
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
             runs: list[Run] = []
             refs: list[Run] = []
             while True:
-                r = run_in(self.command.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout)
+                r = run_in(self.command.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout, cancel=cancel)
                 runs.append(r)
                 if self.against is not None:
-                    refs.append(run_in(self.against.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout))
+                    refs.append(run_in(self.against.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout, cancel=cancel))
                 took = min(x.seconds for x in runs)
                 limit = self._limit(refs)
                 if r.timed_out or took <= limit or took > NEAR * limit or len(runs) >= self.repeats:

@@ -1,0 +1,114 @@
+"""The executor contract on the local pool: a dead worker costs one retry, a candidate
+that kills its worker twice is not interesting, cancel kills a running check's whole
+process group and frees its worker, and an aborted pool leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_script
+
+from reducer.executor import LocalExecutor
+from reducer.oracle import ScriptOracle
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(predicate, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def executor(tmp_path: Path, body: str, workers: int = 2) -> LocalExecutor:
+    script = make_script(tmp_path / "check.sh", body)
+    return LocalExecutor(ScriptOracle(str(script), "in.mlir", 30.0), workers)
+
+
+def test_a_worker_killed_mid_check_costs_one_retry(tmp_path: Path):
+    """The first run of the check kills its worker (kill -9, as the OOM killer would);
+    the candidate runs again on a fresh worker and its verdict arrives."""
+    marker = tmp_path / "killed-once"
+    body = f'if [ ! -e {marker} ]; then touch {marker}; kill -9 $PPID; sleep 5; fi\ngrep -q keep "$1"'
+    with executor(tmp_path, body) as ex:
+        verdict = ex.submit(b"keep").result(timeout=30)
+        assert verdict.interesting and verdict.outcome == "interesting"
+        assert ex.stats.lost_workers == 1
+        assert ex.run(b"other").interesting is False  # the pool still works
+
+
+def test_a_candidate_that_kills_its_worker_twice_is_not_interesting(tmp_path: Path):
+    with executor(tmp_path, 'if grep -q bomb "$1"; then kill -9 $PPID; sleep 5; fi\nexit 0') as ex:
+        verdict = ex.submit(b"bomb").result(timeout=30)
+        assert not verdict.interesting and verdict.outcome == "worker died"
+        assert ex.stats.lost_workers == 2
+        assert ex.run(b"fine").interesting  # the pool survived with fresh workers
+
+
+def test_cancel_kills_the_running_check_and_frees_its_worker(tmp_path: Path):
+    pids = tmp_path / "pids"
+    body = f'sleep 60 & echo $! >> {pids}\nwait'
+    with executor(tmp_path, body, workers=1) as ex:
+        slow = ex.submit(b"slow")
+        assert wait_for(lambda: pids.exists() and pids.read_text().strip())
+        child = int(pids.read_text().split()[0])
+        queued = ex.submit(b"queued")  # waits for the only worker
+        started = time.monotonic()
+        ex.cancel(slow)
+        assert slow.cancelled()
+        assert wait_for(lambda: not alive(child), 5.0), "the check's background child survived the cancel"
+        assert wait_for(lambda: len(pids.read_text().split()) == 2, 5.0), "the worker was not freed"
+        assert time.monotonic() - started < 3.0
+        ex.cancel(queued)
+
+
+def test_a_queued_check_that_is_cancelled_never_starts(tmp_path: Path):
+    runs = tmp_path / "runs"
+    with executor(tmp_path, f'echo "$(cat "$1")" >> {runs}; sleep 0.5', workers=1) as ex:
+        first = ex.submit(b"first")
+        second = ex.submit(b"second")
+        ex.cancel(second)
+        first.result(timeout=10)
+    assert runs.read_text().split() == ["first"]
+
+
+def test_abort_leaves_no_worker_and_no_check_behind(tmp_path: Path):
+    pids = tmp_path / "pids"
+    ex = executor(tmp_path, f'echo $$ >> {pids}; sleep 60', workers=2)
+    workers = [w.process.pid for w in ex._pool]
+    for _ in range(3):
+        ex.submit(b"x")
+    assert wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2)
+    started = time.monotonic()
+    ex.close(abort=True)
+    assert time.monotonic() - started < 3.0
+    checks = [int(p) for p in pids.read_text().split()]
+    assert wait_for(lambda: not any(alive(p) for p in workers + checks), 3.0)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_worker_killed_from_outside_is_replaced(tmp_path: Path, sig: int):
+    started = tmp_path / "started"
+    with executor(tmp_path, f'echo $PPID >> {started}; sleep 1; exit 0', workers=1) as ex:
+        future = ex.submit(b"x")
+        assert wait_for(lambda: started.exists() and started.read_text().strip())
+        os.kill(int(started.read_text().split()[0]), sig)
+        assert future.result(timeout=20).interesting
+        assert ex.stats.lost_workers == 1
