@@ -59,6 +59,20 @@ def _list_strategies(ctx: click.Context, _param: click.Parameter, value: bool) -
     ctx.exit(0)
 
 
+def _resources(value: str | None) -> dict[str, float]:
+    """GPU=1,MEMORY=8e9 -> {"GPU": 1.0, "MEMORY": 8e9}: Dask's worker resources."""
+    found: dict[str, float] = {}
+    for item in _names(value) or []:
+        name, _, amount = item.partition("=")
+        try:
+            found[name.strip()] = float(amount) if amount else 1.0
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: give NAME=NUMBER, e.g. GPU=1", param_hint="--resources") from None
+        if not name.strip() or not found[name.strip()] > 0:
+            raise click.BadParameter(f"{item!r}: give NAME=NUMBER with a positive number", param_hint="--resources")
+    return found
+
+
 def _names(value: str | None) -> list[str] | None:
     return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
 
@@ -86,11 +100,14 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--for-upstream", is_flag=True, help="Finally rename symbols, strip locations, discardable attributes and dense_resource blobs (each kept only if still interesting).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a ready-to-file Markdown bug report here.")
 @click.option("--report-json", type=click.Path(dir_okay=False), help="Write the report as JSON (schema: docs/report-schema.json).")
+@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True, help="Where checks run: worker processes here, or a Dask cluster (pip install 'ireereduce[dask]').")
+@click.option("--scheduler", metavar="ADDRESS", help="With --executor dask: a running scheduler (tcp://HOST:PORT) [default: start a local cluster with -j workers].")
+@click.option("--resources", metavar="NAME=N,...", help="With --executor dask: worker resources each check holds, e.g. GPU=1.")
+@click.option("--check-files", metavar="FILE,...", help="With --executor dask: files the check script needs, shipped with it to the workers.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
 @click.option("--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself).")
-@click.option("--batch", type=click.IntRange(min=1), default=session.DEFAULT_BATCH, show_default=True, help="Candidates judged together before committing; the output depends on it, never on -j.")
 @click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply).")
 @click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
 @click.option("--moves", "move_budget", type=click.IntRange(min=0), default=session.DEFAULT_MOVE_BUDGET, show_default=True, help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).")
@@ -123,11 +140,14 @@ def main(
     for_upstream: bool,
     report: str | None,
     report_json: str | None,
+    executor: str,
+    scheduler: str | None,
+    resources: str | None,
+    check_files: str | None,
     output: str | None,
     jobs: int | None,
     timeout: float | None,
     no_verify: bool,
-    batch: int,
     only: str | None,
     skip: str | None,
     move_budget: int,
@@ -164,11 +184,14 @@ def main(
         for_upstream=for_upstream,
         report=report,
         report_json=report_json,
+        executor=executor,
+        scheduler=scheduler,
+        resources=_resources(resources),
+        check_files=_names(check_files) or (),
         output=output,
         jobs=jobs or (1 if timing else os.cpu_count() or 1),
         timeout=timeout,
         verify=not no_verify,
-        batch=batch,
         strategies=_names(only),
         skip_strategies=_names(skip) or (),
         move_budget=move_budget,

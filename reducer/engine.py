@@ -1,50 +1,84 @@
-"""The delta-debugging loop.
+"""The delta-debugging loop, and the speculation that keeps every worker busy.
 
-For each strategy (best measured benefit first) the engine lists its edits and tries
-applying chunks of them, largest chunks first, halving the chunk size when a sweep
-finds nothing (llvm-reduce's granularity schedule, CIRCT's apply-a-window search).
+**What is committed** (the rule the output depends on; llvm-reduce's): for each strategy
+(best bytes saved per verdict first) the engine lists its edits and tries chunks of them
+in a fixed order, largest chunks first, halving the chunk size when a sweep finds
+nothing. The first interesting chunk in that order is committed, the edits are listed
+again on the new program, and the sweep goes on from the same position. A round ends
+when a strategy that changed the program is done (the next round starts from the most
+profitable strategy) or when every strategy failed (the fixpoint). The decisions read
+verdicts in this order and nothing else, so the output is the one a single worker
+would produce, for any -j and any executor.
 
-Parallelism without losing determinism: the chunks are tried in batches of a fixed
-size (`batch`, independent of the number of workers). Every chunk of a batch is judged
-against the same program; if several succeed, their union is tried once, in a fixed
-order. What is committed therefore depends only on verdicts, never on timing or -j.
+**How N workers help** (speculation, which never changes a decision): while the verdict
+the engine waits for is pending, idle workers check the candidates it would need next,
+best-first by the probability of needing them:
+
+* if the pending candidates fail: the rest of the sweep, then the next strategies on the
+  same program;
+* if a pending candidate succeeds: the sweep on the program it would produce (a forked
+  workspace), which the engine adopts if it does.
+
+A candidate's probability of success is its strategy's success rate so far. A verdict is
+cached by content whether a decision reads it or not; a commit cancels the checks that
+can no longer be needed (their process groups are killed).
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import attrs
 
 from reducer.cache import VerdictCache, key
 from reducer.executor import Executor
-from reducer.oracle import Verdict
+from reducer.oracle import Oracle, Verdict
 from reducer.strategy import Edit, Strategy
 from reducer.workspace import Candidate, Rejected, Size, Workspace
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH = 4
-#: Oracle calls spent on moves (not on the reductions that follow an accepted one).
+#: Verdicts spent on moves (not on the reductions that follow an accepted one).
 DEFAULT_MOVE_BUDGET = 24
+#: Speculation stops at candidates less likely than this to be needed.
+MIN_PROBABILITY = 0.01
+#: At most this many checks submitted ahead of the decisions in one go, per worker.
+AHEAD_PER_WORKER = 4
+#: Seconds of materialising (in this process) before speculation lets verdicts be read.
+SPECULATION_SLICE = 0.5
+
+
+class Stopped(Exception):
+    """`should_stop` asked the engine to stop (a time or check budget); `best` is kept."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @attrs.define
 class StrategyStats:
-    candidates: int = 0  # subsets materialised
-    rejected: Counter[str] = attrs.field(factory=Counter)  # never reached the oracle, by reason
-    oracle_calls: int = 0
+    candidates: int = 0  # subsets materialised by the decisions
+    rejected: collections.Counter[str] = attrs.field(factory=collections.Counter)  # never reached the oracle
+    oracle_calls: int = 0  # checks submitted (speculative ones included)
     cache_hits: int = 0
+    judged: int = 0  # verdicts the decisions read: the same for any -j
     accepts: int = 0
     bytes_saved: int = 0
     ops_saved: int = 0
 
     def benefit(self) -> float:
-        return self.bytes_saved / max(self.oracle_calls, 1)
+        return self.bytes_saved / max(self.judged, 1)
+
+    def success_rate(self, prior: float) -> float:
+        """What speculation expects of this strategy's next candidate: its own record,
+        starting from the run's overall rate (worth two verdicts)."""
+        return (self.accepts + 2 * prior) / (self.judged + 2)
 
 
 @attrs.define
@@ -56,12 +90,67 @@ class RunStats:
     timeouts: int = 0
     rounds: int = 0
     #: Judged candidates by the oracle's reason: interesting, not interesting, different bug, ...
-    outcomes: Counter[str] = attrs.field(factory=Counter)
-    moves_tried: int = 0  # move candidates judged by the oracle
+    outcomes: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    moves_tried: int = 0  # move candidates judged
     moves_kept: int = 0  # moves after which reducing ended smaller than before them
     engine_seconds: float = 0.0  # materialising: applying, verifying, printing
     wait_seconds: float = 0.0  # blocked on the oracle
+    wasted_checks: int = 0  # speculative checks whose verdict no decision read
+    cancelled_checks: int = 0  # of those, stopped (or never started) once a commit made them obsolete
+    busy_seconds: float = 0.0  # worker-seconds spent in checks
+    workers: int = 1
+    utilisation: float = 0.0  # busy_seconds / (workers x wall)
+    lost_workers: int = 0  # worker processes that died under a check (each check retried once)
+    killed_workers: list[str] = attrs.field(factory=list)  # candidates (key prefixes) that killed their worker twice
+    running: int = 0  # checks in flight right now
+    strategy: str = ""  # the strategy the engine is on
     per_strategy: dict[str, StrategyStats] = attrs.field(factory=dict)
+
+
+@attrs.define(eq=False)
+class _Trial:
+    """One chunk of edits at one place of a sweep: materialised once, judged by the cache
+    or a check. It remembers where it stands, so the sweep can go on after it."""
+
+    strategy: Strategy
+    index: int  # the strategy's place in the round's order
+    edits: list[Edit]  # the strategy's whole list on this program
+    offset: int
+    chunk: int
+    grow: bool = False
+    next_round: bool = False  # speculation only: the round a commit ends would go on with it
+    ws: Workspace | None = None  # the program it was materialised on
+    rejection: str = ""  # why it never reached the oracle
+    candidate: Candidate | None = None
+    key: bytes | None = None
+    verdict: bool | None = None  # known: from a rejection, the cache or a finished check
+    materialised: bool = False
+    success: _Branch | None = None  # the sweep on the program this trial would commit
+
+    @property
+    def chunk_edits(self) -> list[Edit]:
+        return self.edits[self.offset : self.offset + self.chunk]
+
+
+@attrs.define(eq=False)
+class _Branch:
+    """A program and the trials the sequential algorithm makes on it if they all fail."""
+
+    ws: Workspace
+    plan: Iterator[_Trial]
+    probability: float
+    trials: list[_Trial] = attrs.field(factory=list)
+    exhausted: bool = False
+    decided: int = 0  # the trials before this one have been read by a decision
+
+    def trial(self, position: int) -> _Trial | None:
+        while len(self.trials) <= position and not self.exhausted:
+            nxt = next(self.plan, None)
+            if nxt is None:
+                self.exhausted = True
+            else:
+                self.trials.append(nxt)
+        return self.trials[position] if position < len(self.trials) else None
 
 
 class Engine:
@@ -71,73 +160,157 @@ class Engine:
         strategies: Sequence[Strategy],
         executor: Executor,
         on_improve: Callable[[Candidate], None],
-        batch: int = DEFAULT_BATCH,
         cache: VerdictCache | None = None,
         move_budget: int = DEFAULT_MOVE_BUDGET,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+        oracle: Oracle | None = None,
     ) -> None:
         self.ws = workspace
         self.strategies = [s for s in strategies if s.shrinks]
         self.movers = [s for s in strategies if s.moves]
         self.move_budget = move_budget
         self.executor = executor
+        self.oracle = oracle  # None: the executor's own
         self.on_improve = on_improve
-        self.batch = max(1, batch)
-        self.cache = cache or VerdictCache()
-        self.stats = RunStats(workspace.size, workspace.size)
+        self.on_event = on_event or (lambda kind, fields: None)
+        self.should_stop = should_stop or (lambda: None)
+        self.cache = cache if cache is not None else VerdictCache()
+        self.stats = RunStats(workspace.size, workspace.size, workers=executor.workers)
         self.stats.per_strategy = {s.name: StrategyStats() for s in strategies}
         #: The smallest interesting program so far; a move trial may sit above it for a while.
         self.best: Candidate | None = None
+        self._inflight: dict[bytes, concurrent.futures.Future[Verdict]] = {}
+        self._submitted: set[bytes] = set()
+        self._read: set[bytes] = set()
+        #: What each (program, strategy, edits) made: speculation and decisions build a candidate once.
+        self._made: dict[tuple[bytes, str, tuple[Edit, ...], bool], Candidate | Rejected] = {}
+        self._program_keys: dict[int, tuple[Any, bytes]] = {}
+        #: Successes and verdicts right after a success (True) and after a failure (False).
+        self._after: dict[bool, list[int]] = {True: [1, 2], False: [1, 3]}
+        self._last_success = False
+        self._started = time.monotonic()
 
     # -- the outer loop --------------------------------------------------------------
     def run(self) -> RunStats:
         """Reduce to a fixpoint, then try moves that may unlock more."""
-        self._fixpoint()
-        self._explore_moves()
+        try:
+            self._fixpoint()
+            self._explore_moves()
+        finally:
+            self._cancel(keep=set())
+            self._account()
         return self.stats
+
+    def _account(self) -> None:
+        ex = self.executor.stats
+        wall = max(time.monotonic() - self._started, 1e-9)
+        self.stats.busy_seconds = ex.busy_seconds
+        self.stats.lost_workers = ex.lost_workers
+        self.stats.cancelled_checks = ex.cancelled
+        self.stats.utilisation = min(1.0, ex.busy_seconds / (self.executor.workers * wall))
+        self.stats.wasted_checks = len(self._submitted - self._read)
 
     def _fixpoint(self) -> None:
         """Reduce until a full round over every strategy changes nothing."""
+        while self._round():
+            pass
+
+    def _round(self) -> bool:
+        """One round; True if it changed the program."""
+        self.stats.rounds += 1
+        order = self._ordered()
+        branch = _Branch(self.ws, self._plan(self.ws, order, 0), 1.0)
+        changed = False
+        position = 0
         while True:
-            self.stats.rounds += 1
-            for strategy in self._ordered():
-                if self._reduce_with(strategy):
-                    break  # restart from the most profitable strategy
-            else:
-                return
+            trial = branch.trial(position)
+            if trial is None or trial.next_round:
+                return changed
+            if self.stats.strategy != trial.strategy.name:
+                self.stats.strategy = trial.strategy.name
+                self.on_event("strategy", {"name": trial.strategy.name})
+            if not self._decide(trial, branch):
+                position += 1
+                branch.decided = position
+                continue
+            changed = True
+            branch = trial.success or self._success_branch(trial)
+            self._accept(trial.strategy, trial.candidate, branch.ws)
+            branch.probability = 1.0
+            position = 0
+            self._cancel(keep=self._needed(branch))
+
+    def _plan(self, ws: Workspace, order: list[Strategy], index: int, after: _Trial | None = None) -> Iterator[_Trial]:
+        """The trials the sequential algorithm makes on ws if every one of them fails: the
+        rest of a sweep (after a committed trial: on its new edit list, from its place, and
+        then the round ends), else the strategies of the round from `index` on."""
+        if after is not None:
+            edits = self._edits(ws, after.strategy)
+            if edits:
+                yield from self._sweep(after.strategy, after.index, edits, after.offset, min(after.chunk, len(edits)))
+            # The round ends here. Speculation goes on into the next one, guessing its order
+            # from the verdicts so far; the decisions start it afresh with the real order.
+            for trial in self._plan(ws, self._ordered(), 0):
+                trial.next_round = True
+                yield trial
+            return
+        for i in range(index, len(order)):
+            edits = self._edits(ws, order[i])
+            if edits:
+                yield from self._sweep(order[i], i, edits, 0, len(edits))
+
+    @staticmethod
+    def _sweep(strategy: Strategy, index: int, edits: list[Edit], offset: int, chunk: int) -> Iterator[_Trial]:
+        while True:
+            if offset >= len(edits):
+                if chunk <= 1:
+                    return
+                chunk, offset = (chunk + 1) // 2, 0
+                continue
+            yield _Trial(strategy, index, edits, offset, chunk)
+            offset += chunk
+
+    def _success_branch(self, trial: _Trial) -> _Branch:
+        """The sweep on the program trial commits: a fork of the program it was made on."""
+        assert trial.candidate is not None and trial.ws is not None
+        ws = trial.ws.fork(trial.candidate)
+        return _Branch(ws, self._plan(ws, [], trial.index, after=trial), 0.0)
 
     def _explore_moves(self) -> None:
         """Try non-shrinking moves on the 1-minimal program (Vulcan's auxiliary moves,
         Shrink Ray's "make it simpler, not smaller"). An interesting move is kept only if
         reducing from it ends strictly smaller than before it; otherwise the program goes
         back to what it was. Each kept move shrinks the program, so this terminates; the
-        budget bounds the oracle calls spent on moves that lead nowhere."""
+        budget bounds the verdicts spent on moves that lead nowhere."""
         budget = self.move_budget
         while budget > 0:
-            progressed = False
-            for strategy in self.movers:
-                edits = self._edits(strategy)
-                for start in range(0, len(edits), self.batch):
-                    if budget <= 0:
-                        return
-                    chunks = [[e] for e in edits[start : start + self.batch]]
-                    before = self.stats.oracle_calls
-                    verdicts, candidates = self._try_batch(strategy, chunks, grow=True)
-                    spent = self.stats.oracle_calls - before
-                    budget -= spent
-                    self.stats.moves_tried += spent
-                    for ok, candidate in zip(verdicts, candidates):
-                        if ok and self._trial(strategy, candidate):
-                            progressed = True
-                            break
-                    if progressed:
-                        break
-                if progressed:
-                    break
-            if not progressed:
+            branch = _Branch(self.ws, self._moves(), 1.0)
+            position = 0
+            while budget > 0:
+                trial = branch.trial(position)
+                if trial is None:
+                    return
+                interesting = self._decide(trial, branch)
+                if trial.key is not None:
+                    budget -= 1
+                    self.stats.moves_tried += 1
+                if interesting and self._trial(trial.strategy, trial.candidate):
+                    break  # the program changed: list the moves again
+                position += 1
+                branch.decided = position
+            else:
                 return
+
+    def _moves(self) -> Iterator[_Trial]:
+        for index, strategy in enumerate(self.movers):
+            edits = self._edits(self.ws, strategy)
+            for offset in range(len(edits)):
+                yield _Trial(strategy, index, edits, offset, 1, grow=True)
 
     def _trial(self, strategy: Strategy, move: Candidate | None) -> bool:
         assert move is not None
+        self._cancel(keep=set())
         snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot", ())
         self.ws.commit(move)
         log.info("%-16s move to %s; reducing from there", strategy.name, self.ws.size)
@@ -152,80 +325,32 @@ class Engine:
         return False
 
     def _ordered(self) -> list[Strategy]:
-        """Untried strategies in their declared order, then by bytes saved per oracle call."""
+        """Untried strategies in their declared order, then by bytes saved per verdict."""
 
         def rank(item: tuple[int, Strategy]) -> tuple[int, float, int, int]:
             index, s = item
             st = self.stats.per_strategy[s.name]
-            if st.oracle_calls == 0:
+            if st.judged == 0:
                 return (0, 0.0, s.priority, index)
             return (1, -st.benefit(), s.priority, index)
 
         return [s for _, s in sorted(enumerate(self.strategies), key=rank)]
 
-    # -- one strategy ------------------------------------------------------------------
-    def _edits(self, strategy: Strategy) -> list[Edit]:
+    def _edits(self, ws: Workspace, strategy: Strategy) -> list[Edit]:
         try:
-            return self.ws.opportunities(strategy)
+            return ws.opportunities(strategy)
         except Exception as exc:  # a faulty strategy is skipped, never fatal
             log.warning("strategy %s could not list its edits: %s: %s", strategy.name, type(exc).__name__, exc)
             return []
 
-    def _reduce_with(self, strategy: Strategy) -> bool:
-        edits = self._edits(strategy)
-        if not edits:
-            return False
-        changed = False
-        chunk = len(edits)
-        offset = 0
-        while True:
-            if offset >= len(edits):
-                if chunk == 1:
-                    return changed
-                chunk = (chunk + 1) // 2
-                offset = 0
-                continue
-            starts = list(range(offset, len(edits), chunk))[: self.batch]
-            chunks = [edits[s : s + chunk] for s in starts]
-            verdicts, candidates = self._try_batch(strategy, chunks)
-            wins = [i for i, ok in enumerate(verdicts) if ok]
-            if not wins:
-                offset = starts[-1] + len(chunks[-1])
-                continue
-            committed = self._commit_wins(strategy, chunks, candidates, wins)
-            changed = True
-            # Edits of failed chunks before the last committed one presumably survive in
-            # the new list; resume right after them instead of retrying them at once.
-            survivors = sum(len(c) for i, c in enumerate(chunks) if i not in committed and i < max(committed))
-            edits = self._edits(strategy)
-            if not edits:
-                return True
-            offset = starts[0] + survivors
-            chunk = min(chunk, max(1, len(edits)))
-
-    def _commit_wins(
-        self,
-        strategy: Strategy,
-        chunks: list[Sequence[Edit]],
-        candidates: list[Candidate | None],
-        wins: list[int],
-    ) -> set[int]:
-        """Commit the union of the successful chunks if it is interesting, else the first."""
-        if len(wins) > 1:
-            union = [e for i in wins for e in chunks[i]]
-            merged, merged_candidates = self._try_batch(strategy, [union])
-            if merged[0]:
-                self._accept(strategy, merged_candidates[0])
-                return set(wins)
-        best = candidates[wins[0]]
-        assert best is not None
-        self._accept(strategy, best)
-        return {wins[0]}
-
-    def _accept(self, strategy: Strategy, candidate: Candidate | None) -> None:
+    # -- committing ------------------------------------------------------------------
+    def _accept(self, strategy: Strategy, candidate: Candidate | None, fork: Workspace) -> None:
         assert candidate is not None
         before = self.ws.size
-        self.ws.commit(candidate)
+        if fork is self.ws:
+            self.ws.commit(candidate)
+        else:
+            self.ws.adopt(fork)
         st = self.stats.per_strategy[strategy.name]
         st.accepts += 1
         st.bytes_saved += before.bytes - candidate.size.bytes
@@ -235,6 +360,7 @@ class Engine:
             self.best = attrs.evolve(candidate, size=self.ws.size)
             self.stats.final = self.ws.size
             self.on_improve(candidate)
+            self.on_event("improve", {"size": self.ws.size, "strategy": strategy.name, "checks": self.stats.oracle_calls})
         original = self.stats.original.bytes or 1
         log.info(
             "%-16s %s (%.1f%% of the original), %d oracle calls so far",
@@ -245,44 +371,184 @@ class Engine:
         )
 
     # -- judging candidates ------------------------------------------------------------
-    def _try_batch(
-        self, strategy: Strategy, chunks: list[Sequence[Edit]], grow: bool = False
-    ) -> tuple[list[bool], list[Candidate | None]]:
-        """Materialise each chunk, then judge them all; oracle calls overlap with materialising."""
-        st = self.stats.per_strategy[strategy.name]
-        candidates: list[Candidate | None] = []
-        pending: dict[bytes, concurrent.futures.Future[Verdict]] = {}
-        keys: list[bytes | None] = []
-        for edits in chunks:
-            t0 = time.monotonic()
-            result = self.ws.materialize(strategy, edits, grow=grow)
-            self.stats.engine_seconds += time.monotonic() - t0
-            st.candidates += 1
-            if isinstance(result, Rejected):
-                st.rejected[result.reason] += 1
-                candidates.append(None)
-                keys.append(None)
-                continue
-            k = key(result.data)
-            candidates.append(result)
-            keys.append(k)
-            if k in pending:
-                continue
-            cached = self.cache.get(k)
-            if cached is not None:
-                st.cache_hits += 1
-                self.stats.cache_hits += 1
-                continue
-            pending[k] = self.executor.submit(result.data)
-            st.oracle_calls += 1
-            self.stats.oracle_calls += 1
+    def _decide(self, trial: _Trial, branch: _Branch) -> bool:
+        """The verdict a decision reads; idle workers speculate while it is pending."""
+        self._materialise(trial, branch.ws)
+        st = self.stats.per_strategy[trial.strategy.name]
+        st.candidates += 1
+        if trial.key is None:
+            st.rejected[trial.rejection] += 1
+            return False
         t0 = time.monotonic()
-        for k, future in pending.items():
+        while trial.verdict is None:
+            if trial.key not in self._inflight:  # its check was cancelled, and is needed after all
+                self._submit(trial)
+            self._speculate(branch)
+            self._wait()
+            self._resolve(trial)
+        self.stats.wait_seconds += time.monotonic() - t0
+        log.debug("decided %s chunk %d@%d: %s after %.2f s (%d in flight)", trial.strategy.name, trial.chunk,
+                  trial.offset, trial.verdict, time.monotonic() - t0, len(self._inflight))
+        self._read.add(trial.key)
+        st.judged += 1
+        counts = self._after[self._last_success]
+        counts[0] += trial.verdict
+        counts[1] += 1
+        self._last_success = trial.verdict
+        return trial.verdict
+
+    def _materialise(self, trial: _Trial, ws: Workspace) -> None:
+        if trial.materialised:
+            return
+        trial.materialised, trial.ws = True, ws
+        self._check_stop()
+        t0 = time.monotonic()
+        made = (self._program_key(ws), trial.strategy.name, tuple(trial.chunk_edits), trial.grow)
+        result = self._made.get(made)
+        if result is None:
+            result = self._made[made] = ws.materialize(trial.strategy, trial.chunk_edits, grow=trial.grow)
+        self.stats.engine_seconds += time.monotonic() - t0
+        if isinstance(result, Rejected):
+            trial.rejection = result.reason
+            trial.verdict = False
+            return
+        trial.candidate, trial.key = result, key(result.data)
+        cached = self.cache.get(trial.key)
+        if cached is not None:
+            st = self.stats.per_strategy[trial.strategy.name]
+            st.cache_hits += 1
+            self.stats.cache_hits += 1
+            trial.verdict = cached
+            return
+        self._submit(trial)
+
+    def _submit(self, trial: _Trial) -> None:
+        """Check trial's candidate unless the same text is being checked already."""
+        assert trial.candidate is not None and trial.key is not None
+        if trial.key not in self._inflight:
+            self._inflight[trial.key] = self.executor.submit(trial.candidate.data, self.oracle)
+            self._submitted.add(trial.key)
+            self.stats.per_strategy[trial.strategy.name].oracle_calls += 1
+            self.stats.oracle_calls += 1
+            self.stats.running = len(self._inflight)
+
+    def _program_key(self, ws: Workspace) -> bytes:
+        """Which program a workspace holds (forks of the same text share what they made)."""
+        program = ws.program
+        found = self._program_keys.get(id(program))
+        if found is None or found[0] is not program:
+            found = self._program_keys[id(program)] = (program, key(program.text.encode()))
+        return found[1]
+
+    def _resolve(self, trial: _Trial) -> None:
+        if trial.verdict is None and trial.key is not None:
+            trial.verdict = self.cache.peek(trial.key)
+
+    def _speculate(self, main: _Branch) -> None:
+        """Fill idle workers with the candidates most likely to be needed next."""
+        budget = AHEAD_PER_WORKER * self.executor.workers
+        until = time.monotonic() + SPECULATION_SLICE
+        while len(self._inflight) < self.executor.workers and budget > 0 and time.monotonic() < until:
+            best = self._most_likely(main)
+            if best is None:
+                return
+            probability, trial, branch = best
+            if branch is None:  # the likeliest work is on the program a pending trial would commit
+                trial.success = self._success_branch(trial)
+                trial.success.probability = probability
+                continue
+            self._materialise(trial, branch.ws)
+            budget -= trial.key is not None
+
+    def _most_likely(self, main: _Branch) -> tuple[float, _Trial, _Branch | None] | None:
+        """The likeliest next piece of work: an unmaterialised trial (reached when every
+        pending trial before it in its branch fails), or opening the branch of a pending
+        trial that may succeed (no branch in the result: open it)."""
+        best: tuple[float, _Trial, _Branch | None] | None = None
+        judged = sum(st.judged for st in self.stats.per_strategy.values())
+        accepts = sum(st.accepts for st in self.stats.per_strategy.values())
+        prior = (accepts + 1) / (judged + 3)
+        todo = [main]
+        looked = 0
+        while todo:
+            branch = todo.pop()
+            reach = branch.probability
+            position = branch.decided
+            while reach >= MIN_PROBABILITY and looked < 64 * self.executor.workers:
+                looked += 1
+                trial = branch.trial(position)
+                if trial is None:
+                    break
+                if not trial.materialised:
+                    if best is None or reach > best[0]:
+                        best = (reach, trial, branch)
+                    break  # the trials after it are less likely still
+                if trial.grow or trial.key is None or trial.verdict is False:
+                    position += 1
+                    continue
+                p = 1.0 if trial.verdict else self._likelihood(trial, branch, position, prior)
+                if trial.success is None:
+                    if best is None or reach * p > best[0]:
+                        best = (reach * p, trial, None)
+                else:
+                    trial.success.probability = reach * p
+                    todo.append(trial.success)
+                if trial.verdict:
+                    break  # nothing after a success is tried on this program
+                reach *= 1.0 - p
+                position += 1
+        return best
+
+    def _likelihood(self, trial: _Trial, branch: _Branch, position: int, prior: float) -> float:
+        """How likely trial is to succeed: its strategy's record, averaged with how often a
+        candidate succeeds right after a success (a sweep that just cut something often
+        cuts again at the same place) or after a failure."""
+        after_success = self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
+        hits, tries = self._after[after_success]
+        return (self.stats.per_strategy[trial.strategy.name].success_rate(prior) + hits / tries) / 2
+
+    def _needed(self, branch: _Branch) -> set[bytes]:
+        """The keys of the checks a branch's program may still need."""
+        keys: set[bytes] = set()
+        todo = [branch]
+        while todo:
+            b = todo.pop()
+            for t in b.trials:
+                if t.key is not None:
+                    keys.add(t.key)
+                if t.success is not None:
+                    todo.append(t.success)
+        return keys
+
+    def _wait(self) -> None:
+        """Block until a check finishes; record its verdict in the cache."""
+        if not self._inflight:
+            return
+        done, _ = concurrent.futures.wait(list(self._inflight.values()), return_when=concurrent.futures.FIRST_COMPLETED)
+        for k, future in list(self._inflight.items()):
+            if future not in done:
+                continue
+            del self._inflight[k]
+            if future.cancelled():
+                continue
             verdict = future.result()
             self.cache.put(k, verdict.interesting)
             self.stats.outcomes[verdict.outcome or ("interesting" if verdict.interesting else "not interesting")] += 1
             if verdict.timed_out:
                 self.stats.timeouts += 1
-        self.stats.wait_seconds += time.monotonic() - t0
-        verdicts = [k is not None and bool(self.cache.peek(k)) for k in keys]
-        return verdicts, candidates
+            if verdict.outcome == "worker died":
+                self.stats.killed_workers.append(k.hex()[:12])
+            self.on_event("check", {"outcome": verdict.outcome, "seconds": verdict.seconds})
+        self.stats.running = len(self._inflight)
+        self._check_stop()
+
+    def _cancel(self, keep: set[bytes]) -> None:
+        """Stop the checks no decision can read any more, and free their workers."""
+        for k in [k for k in self._inflight if k not in keep]:
+            self.executor.cancel(self._inflight.pop(k))
+        self.stats.running = len(self._inflight)
+
+    def _check_stop(self) -> None:
+        reason = self.should_stop()
+        if reason:
+            raise Stopped(reason)

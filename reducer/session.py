@@ -19,7 +19,7 @@ import attrs
 
 from reducer import ir as irutil
 from reducer import dispatch, phases, upstream
-from reducer.engine import DEFAULT_BATCH, DEFAULT_MOVE_BUDGET, Engine, RunStats
+from reducer.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
 from reducer.flags import reduce_flags
 from reducer.oracle import Oracle, ScriptOracle, Verdict
@@ -38,6 +38,7 @@ EXIT_BAD_CHECK = 4
 EXIT_NOT_INTERESTING = 5
 EXIT_CHECK_HANGS = 6
 EXIT_FLAKY = 7
+EXIT_EXECUTOR = 11
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -49,6 +50,7 @@ EXIT_CODES = {
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
     EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
     EXIT_FLAKY: "the reduced output was not interesting when re-checked (flaky check)",
+    EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, or distributed is not installed",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
 
@@ -70,7 +72,6 @@ class Settings:
     jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)
     timeout: float | None = None
     verify: bool = True
-    batch: int = DEFAULT_BATCH
     strategies: Sequence[str] | None = None
     skip_strategies: Sequence[str] = ()
     move_budget: int = DEFAULT_MOVE_BUDGET
@@ -96,6 +97,11 @@ class Settings:
     for_upstream: bool = False
     report: str | None = None
     report_json: str | None = None
+    # Where checks run (reducer/executor.py): "local" worker processes, or "dask".
+    executor: str = "local"
+    scheduler: str | None = None  # a running Dask scheduler's address; None: an embedded LocalCluster
+    resources: dict[str, float] = attrs.field(factory=dict)  # Dask worker resources each check holds
+    check_files: Sequence[str] = ()  # shipped to Dask workers with the check script
 
 
 @attrs.define
@@ -257,6 +263,24 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     return CompileOracle(command, basename, timeout, settings.expect_error, settings.expect_crash, settings.allow_slippage)
 
 
+def make_executor(settings: Settings, oracle: Oracle, factory: type[Executor] | None = None) -> Executor:
+    """The executor the settings name; every check of the run goes through it."""
+    if factory is not None:
+        return factory(oracle, settings.jobs)  # type: ignore[call-arg]
+    if settings.executor == "dask":
+        try:
+            from reducer.dask_executor import DaskExecutor, ExecutorUnavailable
+        except ImportError:
+            raise UserError(EXIT_EXECUTOR, "--executor dask needs Dask: pip install 'ireereduce[dask]'") from None
+        try:
+            return DaskExecutor(oracle, settings.jobs, settings.scheduler, settings.resources, settings.check_files)
+        except ExecutorUnavailable as exc:
+            raise UserError(EXIT_EXECUTOR, str(exc)) from None
+    if settings.scheduler or settings.resources:
+        raise UserError(EXIT_USAGE, "--scheduler and --resources go with --executor dask")
+    return LocalExecutor(oracle, settings.jobs)
+
+
 def reduce_file(settings: Settings, executor_factory: type[Executor] | None = None) -> Result:
     start = time.monotonic()
     text = read_input(settings.input)
@@ -290,12 +314,11 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
         log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
                  " (slippage allowed)" if settings.allow_slippage else "")
     original_text = text
-    text, oracle = _workflows(settings, text, oracle, findings)
-    write_atomically(output, text.encode())
-
-    # Workers are forked before any MLIR context exists in this process.
-    factory = executor_factory or LocalExecutor
-    with factory(oracle, settings.jobs) as executor:  # type: ignore[call-arg]
+    # Workers are forked before any MLIR context exists in this process. Every check from
+    # here on (workflows, engine, flags, --for-upstream) goes through this one executor.
+    with make_executor(settings, oracle, executor_factory) as executor:
+        text, oracle = _workflows(settings, text, oracle, findings, executor)
+        write_atomically(output, text.encode())
         ws = _choose_workspace(text, oracle, settings.verify)
         strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
         input_size = Size(ws.size.ops if text == original_text else _ops_of(original_text), len(original_text.encode()))
@@ -307,7 +330,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
         def improved(candidate: Candidate) -> None:
             write_atomically(output, candidate.data)
 
-        engine = Engine(ws, strategies, executor, improved, batch=settings.batch, move_budget=settings.move_budget)
+        engine = Engine(ws, strategies, executor, improved, move_budget=settings.move_budget, oracle=oracle)
         engine.stats.original = Size(ws.size.ops, len(text.encode()))  # as reduction started
         try:
             stats = engine.run()
@@ -317,7 +340,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
                                      findings, oracle, None, input_size))
         final_text = ws.program.text
         if settings.reduce_flags and getattr(oracle, "commands", ()):
-            flags = reduce_flags(oracle, final_text.encode(), settings.jobs)
+            flags = reduce_flags(oracle, final_text.encode(), executor)
             stats.oracle_calls += flags.checks
             oracle = flags.oracle
             findings.flags_removed = list(flags.removed)
@@ -328,7 +351,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
 
             def interesting(candidate: str) -> bool:
                 checks[0] += 1
-                return run_check(oracle, candidate.encode()).interesting
+                return executor.run(candidate.encode(), oracle).interesting
 
             final_text, done = upstream.clean(final_text, interesting)
             stats.oracle_calls += checks[0]
@@ -352,7 +375,9 @@ def _ops_of(text: str) -> int | None:
         return None
 
 
-def _workflows(settings: Settings, text: str, oracle: Oracle, findings: Findings) -> tuple[str, Oracle]:
+def _workflows(
+    settings: Settings, text: str, oracle: Oracle, findings: Findings, executor: Executor
+) -> tuple[str, Oracle]:
     """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase."""
     if not isinstance(oracle, CompileOracle):
         if settings.isolate_dispatch or settings.from_phase_dump:
@@ -363,7 +388,7 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: Findings
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
         return text, oracle
     if settings.isolate_dispatch:
-        found = dispatch.isolate(oracle, text.encode(), settings.jobs)
+        found = dispatch.isolate(oracle, text.encode(), executor)
         findings.workflow_checks += found.checks
         if found.failing:
             log.info("dispatch isolation: %s fails alone (%d of %d executables fail the same way; %.1f s)",
@@ -371,7 +396,7 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: Findings
             findings.dispatch = found
             return found.text, found.oracle
     if settings.phases and phases.applicable(oracle):
-        search = phases.first_failing_phase(oracle, text.encode())
+        search = phases.first_failing_phase(oracle, text.encode(), executor)
         findings.workflow_checks += search.checks
         if search.phase is not None:
             findings.phase = search.phase
@@ -382,7 +407,8 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: Findings
                 return text, oracle
             log.info("phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)", search.phase, search.phase)
             if settings.from_phase_dump:
-                resumed = phases.start_from_dump(limited, text.encode(), os.path.basename(settings.input), search.phase)
+                resumed = phases.start_from_dump(limited, text.encode(), os.path.basename(settings.input), search.phase,
+                                                 executor)
                 findings.workflow_checks += 2  # the dump, and its IR checked
                 if resumed is not None:
                     findings.started_from = phases.PHASES[phases.PHASES.index(search.phase) - 1]

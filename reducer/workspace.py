@@ -105,6 +105,15 @@ class Workspace(abc.ABC):
     def commit(self, candidate: Candidate) -> None:
         """Make candidate the current program."""
 
+    @abc.abstractmethod
+    def fork(self, candidate: Candidate) -> Workspace:
+        """A second workspace whose program is candidate: the engine lists and applies edits
+        on it while candidate's verdict is pending (speculation), then adopts it if it wins."""
+
+    def adopt(self, other: Workspace) -> None:
+        """Make other's program (a fork of this workspace) the current one, without re-parsing."""
+        self.__dict__.update({k: v for k, v in other.__dict__.items() if k in ("program", "size", "_module")})
+
 
 class TextWorkspace(Workspace):
     mode = "text"
@@ -123,6 +132,9 @@ class TextWorkspace(Workspace):
 
     def commit(self, candidate: Candidate) -> None:
         self._set(candidate.text)
+
+    def fork(self, candidate: Candidate) -> Workspace:
+        return TextWorkspace(candidate.text)
 
 
 class MLIRWorkspace(Workspace):
@@ -184,3 +196,10 @@ class MLIRWorkspace(Workspace):
     def commit(self, candidate: Candidate) -> None:
         # Re-parse the accepted text: strategies then see exactly what the oracle judged.
         self._set(irutil.parse(candidate.text, self.ctx), known=candidate)
+
+    def fork(self, candidate: Candidate) -> Workspace:
+        other = object.__new__(MLIRWorkspace)
+        other.options, other.verify, other.ctx = self.options, self.verify, self.ctx
+        with self.scope():
+            other._set(irutil.parse(candidate.text, self.ctx), known=candidate)
+        return other
