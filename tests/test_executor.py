@@ -112,3 +112,28 @@ def test_a_worker_killed_from_outside_is_replaced(tmp_path: Path, sig: int):
         os.kill(int(started.read_text().split()[0]), sig)
         assert future.result(timeout=20).interesting
         assert ex.stats.lost_workers == 1
+
+
+def test_a_run_survives_a_worker_killed_mid_run_with_the_same_output(tmp_path: Path):
+    """kill -9 one worker of a real run after a few checks: exit 0, and the output of the
+    run nobody disturbed."""
+    import subprocess
+    import sys
+
+    from programs import chain
+
+    src = tmp_path / "in.mlir"
+    src.write_text(chain(40, keep=11))
+    ppids = tmp_path / "ppids"
+    make_script(tmp_path / "check.sh", f'echo $PPID >> {ppids}; sleep 0.1; grep -q math.exp "$1"')
+    cli = [sys.executable, "-m", "reducer.cli", str(src), "-c", str(tmp_path / "check.sh"), "-j", "3", "-q"]
+    assert subprocess.run(cli + ["-o", str(tmp_path / "calm.mlir")], timeout=300).returncode == 0
+    ppids.unlink()
+    proc = subprocess.Popen(cli + ["-o", str(tmp_path / "killed.mlir")])
+    me = str(proc.pid)
+    assert wait_for(lambda: ppids.exists() and len([p for p in ppids.read_text().split() if p != me]) >= 6, 60)
+    victim = int([p for p in ppids.read_text().split() if p != me][-1])
+    os.kill(victim, signal.SIGKILL)
+    assert proc.wait(300) == 0
+    assert (tmp_path / "killed.mlir").read_text() == (tmp_path / "calm.mlir").read_text()
+    assert not alive(victim)

@@ -1,0 +1,258 @@
+"""Checks on a Dask distributed cluster: an embedded `LocalCluster`, or a running
+scheduler (`--scheduler tcp://HOST:PORT`) whose workers may sit on other machines.
+
+What travels: a candidate as bytes; the oracle once per run (scattered to every
+worker). A check script travels as its content, with the files named by
+`--check-files`, and is written once per worker into a directory of its own, so the
+workers need the tools the check calls (iree-compile, ...) but not our files.
+
+Dask cannot interrupt a running task (dask/distributed#4694). Each check therefore
+watches a `distributed.Event` named after it, and kills its own process group once the
+engine sets it. A worker lost mid-check is Dask's to retry elsewhere; a check whose
+workers keep dying ends as `KilledWorker`, which becomes the verdict "worker died".
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from reducer.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
+from reducer.oracle import Cancelled, CancelFn, Oracle, ScriptOracle, Verdict, never
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two looks at a check's cancellation event (each is a scheduler round trip).
+CANCEL_POLL = 0.2
+CONNECT_TIMEOUT = "10s"
+
+
+class ExecutorUnavailable(Exception):
+    """The cluster cannot be reached or started."""
+
+
+@attrs.frozen
+class ShippedScript(Oracle):
+    """The user's check script, carried as bytes: written once per worker, then run the
+    way `ScriptOracle` runs it (exit 0 = interesting)."""
+
+    files: tuple[tuple[str, bytes], ...]  # (file name, content); the first is the script
+    basename: str
+    timeout: float | None
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.blake2b(digest_size=8)
+        for name, content in self.files:
+            h.update(name.encode() + b"\0" + content + b"\0")
+        return h.hexdigest()
+
+    def directory(self) -> str:
+        return os.path.join(tempfile.gettempdir(), f"ireereduce-check-{self.digest}")
+
+    def install(self) -> str:
+        """The script's path on this machine, written there the first time."""
+        directory = self.directory()
+        script = os.path.join(directory, self.files[0][0])
+        if not os.path.exists(script):
+            staging = tempfile.mkdtemp(prefix="ireereduce-check-", dir=os.path.dirname(directory))
+            for name, content in self.files:
+                path = os.path.join(staging, name)
+                with open(path, "wb") as f:
+                    f.write(content)
+                os.chmod(path, 0o755)
+            try:
+                os.rename(staging, directory)
+            except OSError:  # another check on this machine installed it first
+                shutil.rmtree(staging, ignore_errors=True)
+        return script
+
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
+        return ScriptOracle(self.install(), self.basename, self.timeout).run(data, cancel)
+
+    def reproducer(self, path: str) -> str:
+        return ScriptOracle(self.files[0][0], self.basename, self.timeout).reproducer(path)
+
+
+def ship(oracle: Oracle, check_files: Sequence[str] = ()) -> Oracle:
+    """What can run on another machine: a check script becomes its bytes; built-in oracles
+    carry only their commands already."""
+    if not isinstance(oracle, ScriptOracle):
+        return oracle
+    files = []
+    for path in [oracle.script, *check_files]:
+        with open(path, "rb") as f:
+            files.append((os.path.basename(path), f.read()))
+    return ShippedScript(tuple(files), oracle.basename, oracle.timeout)
+
+
+def _remove_installed(directory: str) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
+    """On a worker: judge data; None when the engine cancelled the check meanwhile."""
+    from distributed import Event
+
+    event = Event(token)
+    seen = {"at": 0.0, "set": False}
+
+    def cancelled() -> bool:
+        now = time.monotonic()
+        if now - seen["at"] >= CANCEL_POLL:
+            seen["at"], seen["set"] = now, event.is_set()
+        return bool(seen["set"])
+
+    try:
+        return oracle.run(data, cancelled)
+    except Cancelled:
+        return None
+
+
+class DaskExecutor(Executor):
+    def __init__(
+        self,
+        oracle: Oracle,
+        workers: int,
+        scheduler: str | None = None,
+        resources: dict[str, float] | None = None,
+        check_files: Sequence[str] = (),
+    ) -> None:
+        import dask
+        from distributed import Client, LocalCluster
+
+        for name in ("distributed", "tornado", "bokeh"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+        self.stats = ExecutorStats()
+        self.resources = dict(resources or {})
+        self.check_files = tuple(check_files)
+        self._cluster: Any = None
+        self._lock = threading.Lock()
+        self._tokens: dict[concurrent.futures.Future[Verdict], tuple[str, Any]] = {}
+        self._shipped: dict[int, tuple[Oracle, Any, Oracle]] = {}
+        self._installed: set[str] = set()
+        try:
+            if scheduler is None:
+                # A check that kills its worker twice is not retried a third time.
+                with dask.config.set({"distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS - 1}):
+                    self._cluster = LocalCluster(
+                        n_workers=max(1, workers), threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address=None, silence_logs=logging.ERROR,
+                        resources=self.resources or None,
+                    )
+                self.client = Client(self._cluster, timeout=CONNECT_TIMEOUT)
+            else:
+                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+        except Exception as exc:  # OSError, TimeoutError, or a LocalCluster that failed to start
+            self._close_cluster()
+            where = f"the Dask scheduler at {scheduler}" if scheduler else "a local Dask cluster"
+            raise ExecutorUnavailable(f"cannot reach {where}: {exc}") from None
+        slots = sum(self.client.nthreads().values())
+        if self.resources:
+            info = self.client.scheduler_info().get("workers", {})
+            for name, amount in self.resources.items():
+                have = sum(w.get("resources", {}).get(name, 0) for w in info.values())
+                slots = min(slots, int(have // amount)) if amount else slots
+        if slots < 1:
+            self.close()
+            raise ExecutorUnavailable(f"the Dask cluster has no worker that can run a check (resources {self.resources})")
+        self.workers = slots
+        self.oracle = oracle
+        log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")
+
+    def _oracle_on_cluster(self, oracle: Oracle) -> Any:
+        """Ship each oracle once: its scattered copy is what every task gets."""
+        entry = self._shipped.get(id(oracle))
+        if entry is None:
+            shipped = ship(oracle, self.check_files)
+            if isinstance(shipped, ShippedScript):
+                self._installed.add(shipped.directory())
+            entry = (oracle, self.client.scatter(shipped, broadcast=True, hash=False), shipped)
+            self._shipped[id(oracle)] = entry  # keeps the oracle alive, so its id stays its own
+        return entry[1]
+
+    def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
+        result: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
+        token = f"ireereduce-{uuid.uuid4().hex}"
+        with self._lock:
+            remote = self._oracle_on_cluster(oracle or self.oracle)
+        task = self.client.submit(_run_task, data, remote, token, pure=False, resources=self.resources or None)
+        with self._lock:
+            self._tokens[result] = (token, task)
+            self.stats.checks += 1
+
+        def done(f: Any) -> None:
+            with self._lock:
+                self._tokens.pop(result, None)
+            if result.done():
+                return
+            if f.status == "finished":
+                verdict = f.result()
+                if verdict is None:
+                    result.cancel()
+                else:
+                    self.stats.busy_seconds += verdict.seconds
+                    result.set_result(verdict)
+            elif f.status == "cancelled":
+                result.cancel()
+            else:
+                exc = f.exception()
+                if type(exc).__name__ == "KilledWorker":
+                    self.stats.lost_workers += MAX_WORKER_DEATHS
+                    result.set_result(worker_died(MAX_WORKER_DEATHS))
+                else:
+                    result.set_exception(exc)
+
+        task.add_done_callback(done)
+        return result
+
+    def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
+        from distributed import Event
+
+        with self._lock:
+            entry = self._tokens.pop(future, None)
+        if entry is None or future.done():
+            return
+        token, task = entry
+        self.stats.cancelled += 1
+        future.cancel()
+        with contextlib.suppress(Exception):
+            Event(token, client=self.client).set()  # a running check kills its process group
+            self.client.cancel(task)  # a queued one never starts
+
+    def close(self, abort: bool = False) -> None:
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        with self._lock:
+            pending = list(self._tokens)
+        if abort:
+            for future in pending:
+                self.cancel(future)
+            time.sleep(CANCEL_POLL + 0.2)  # the checks see their event and kill their groups
+        else:
+            concurrent.futures.wait(pending)
+        with contextlib.suppress(Exception):
+            for directory in self._installed:
+                self.client.run(_remove_installed, directory)
+        with contextlib.suppress(Exception):
+            self.client.close()
+        self._close_cluster()
+
+    def _close_cluster(self) -> None:
+        if self._cluster is not None:
+            with contextlib.suppress(Exception):
+                self._cluster.close()
+            self._cluster = None

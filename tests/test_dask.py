@@ -1,0 +1,173 @@
+"""The Dask executor: an embedded LocalCluster, and a real `dask scheduler` with three
+`dask worker` processes on 127.0.0.1 reducing a real iree-compile failure; the output
+is the local pool's, also when a worker is killed with SIGKILL mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_script, needs_iree
+from programs import COMPILE, F6_ERROR, chain, mlp
+
+from reducer.session import EXIT_EXECUTOR, Settings, reduce_file
+
+pytest.importorskip("distributed") if os.environ.get("CI") != "true" else None
+
+DASK = [sys.executable, "-m", "dask"]
+CLI = [sys.executable, "-m", "reducer.cli"]
+
+
+def reduce(tmp_path: Path, text: str, check: str, name: str, **kw) -> tuple[str, object]:
+    src = tmp_path / "in.mlir"
+    src.write_text(text)
+    script = tmp_path / "check.sh"
+    if not script.exists():
+        make_script(script, check)
+    out = tmp_path / f"{name}.mlir"
+    result = reduce_file(Settings(str(src), str(script), str(out), **kw))
+    return out.read_text(), result
+
+
+def test_a_local_dask_cluster_gives_the_local_pools_output(tmp_path: Path):
+    text = chain(60, keep=20) + chain(20, keep=5).replace("@main", "@other")
+    check = 'grep -q math.exp "$1"'
+    local, _ = reduce(tmp_path, text, check, "local", jobs=2)
+    on_dask, result = reduce(tmp_path, text, check, "dask", jobs=2, executor="dask")
+    assert on_dask == local
+    assert result.stats.workers == 2 and result.stats.oracle_calls > 0
+
+
+def test_an_unreachable_scheduler_is_one_line_and_a_documented_exit_code(tmp_path: Path):
+    src = tmp_path / "in.mlir"
+    src.write_text(chain(10, keep=3))
+    make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    proc = subprocess.run(
+        CLI + [str(src), "-c", str(tmp_path / "check.sh"), "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == EXIT_EXECUTOR
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("ireereduce: error: cannot reach the Dask scheduler at tcp://127.0.0.1:9")
+    assert "Traceback" not in proc.stderr
+
+
+def test_scheduler_and_resources_need_the_dask_executor(tmp_path: Path):
+    src = tmp_path / "in.mlir"
+    src.write_text(chain(10, keep=3))
+    make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    proc = subprocess.run(CLI + [str(src), "-c", str(tmp_path / "check.sh"), "--resources", "GPU=1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "go with --executor dask" in proc.stderr
+
+
+# -- a real cluster on 127.0.0.1 ---------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, tmp: Path, workers: int = 3, gpu_worker: bool = False) -> None:
+        self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.file = tmp / "scheduler.json"
+        env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="3")
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        self.env = env
+        self.procs = [subprocess.Popen(DASK + ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                               "--scheduler-file", str(self.file)],
+                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True)]
+        deadline = time.monotonic() + 60
+        while not self.file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.address = json.loads(self.file.read_text())["address"]
+        for i in range(workers):
+            extra = ["--resources", "GPU=1"] if gpu_worker and i == 0 else []
+            self.procs.append(subprocess.Popen(
+                DASK + ["worker", "--scheduler-file", str(self.file), "--nworkers", "1", "--nthreads", "1",
+                        "--host", "127.0.0.1", "--no-dashboard", *extra],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as client:
+            client.wait_for_workers(workers, timeout=60)
+
+    def close(self) -> None:
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    c = Cluster(tmp_path / "cluster")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_a_real_compile_failure_reduces_the_same_on_a_cluster_even_when_a_worker_dies(tmp_path: Path, cluster):
+    text = mlp(layers=4, bad_layer=2)
+    ppids = tmp_path / "ppids"
+    check = f'echo $PPID >> {ppids}\n{COMPILE} "$1" -o /dev/null 2>&1 | grep -q "{F6_ERROR}"'
+    local, _ = reduce(tmp_path, text, check, "local", jobs=3)
+    ppids.unlink()
+    remote, result = reduce(tmp_path, text, check, "cluster", jobs=3, executor="dask", scheduler=cluster.address)
+    assert remote == local
+    # the original's and the final checks run here; every other ran on one of the three workers
+    assert len(set(ppids.read_text().split()) - {str(os.getpid())}) == 3
+
+    # Again, with one worker killed (SIGKILL) once it has run a few checks.
+    ppids.unlink()
+    (tmp_path / "cluster.mlir").unlink()
+    import threading
+
+    killed: list[int] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            seen = [p for p in (ppids.read_text().split() if ppids.exists() else []) if p != str(os.getpid())]
+            if len(seen) >= 8:
+                os.kill(int(seen[-1]), signal.SIGKILL)
+                killed.append(int(seen[-1]))
+                return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    again, _ = reduce(tmp_path, text, check, "cluster", jobs=3, executor="dask", scheduler=cluster.address)
+    t.join()
+    assert killed, "no worker was killed mid-run"
+    assert again == local
+
+
+@pytest.mark.e2e
+def test_resources_send_every_check_to_a_worker_that_has_them(tmp_path: Path):
+    c = Cluster(tmp_path / "cluster", workers=2, gpu_worker=True)
+    try:
+        ppids = tmp_path / "ppids"
+        check = f'echo $PPID >> {ppids}\ngrep -q math.exp "$1"'
+        out, result = reduce(tmp_path, chain(30, keep=9), check, "gpu", executor="dask", scheduler=c.address,
+                             resources={"GPU": 1.0})
+        assert result.stats.workers == 1  # one worker has a GPU, so one check at a time
+        assert len(set(ppids.read_text().split()) - {str(os.getpid())}) == 1
+        assert "math.exp" in out
+    finally:
+        c.close()
