@@ -328,3 +328,34 @@ def scale_module(ops: int, functions: int | None = None, seed: int = 3) -> str:
         out.append(f"  return {vals[-1]} : {t}")
         out.append("}")
     return "\n".join(out) + "\n"
+
+
+def fanout(callees: int = 8, ops_per_callee: int = 39, bug_callee: int = 5, bug_op: int = 23) -> str:
+    """Issue 11's parallel-scheduling case: @main calls `callees` functions of
+    elementwise chains and sums their results; one op of one callee is `math.atan2`
+    (the "bug"). 346 ops with the defaults (module, functions and returns included)."""
+    t = "tensor<8xf32>"
+    out = []
+    for c in range(callees):
+        out.append(f"func.func private @f{c}(%x: {t}, %y: {t}) -> {t} {{")
+        prev = "%x"
+        for i in range(ops_per_callee):
+            if (c, i) == (bug_callee, bug_op):
+                op = f"math.atan2 {prev}, %y"
+            else:
+                op = ("arith.negf " + prev, f"arith.addf {prev}, %y", f"arith.mulf {prev}, %x")[(c + i) % 3]
+            out.append(f"  %v{i} = {op} : {t}")
+            prev = f"%v{i}"
+        out.append(f"  return {prev} : {t}")
+        out.append("}")
+    out.append(f"func.func @main(%x: {t}, %y: {t}) -> {t} {{")
+    for c in range(callees):
+        out.append(f"  %r{c} = call @f{c}(%x, %y) : ({t}, {t}) -> {t}")
+    acc = "%r0"
+    for c in range(1, callees):
+        out.append(f"  %s{c} = arith.addf {acc}, %r{c} : {t}")
+        acc = f"%s{c}"
+    out.append(f"  %out = math.absf {acc} : {t}")
+    out.append(f"  return %out : {t}")
+    out.append("}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,99 @@
+"""Does a worker more buy a shorter run? (issue 11)
+
+    python benchmarks/parallel.py [--configs local:1,local:2,...,dask:8] [--sleep 1.0]
+
+The case is `models.fanout()`: 346 ops in 9 functions, the "bug" one `math.atan2` in
+one callee. The check sleeps, then greps, so what is measured is scheduling, not the
+CPU count of this machine (2 cores here): with a 1 s check, 8 workers can only help if
+the engine keeps 8 checks in flight. One row per configuration: wall time, checks,
+speculative checks whose verdict was not needed, worker utilisation (busy
+worker-seconds / (workers x wall)), and whether the output is byte-identical to the
+first row's. Results go to benchmarks/results/parallel.json with the commit measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import models  # noqa: E402
+
+DEFAULT_CONFIGS = "local:1,local:2,local:4,local:8,local:16,dask:8,dask:16"
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE, capture_output=True, text=True)
+        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except OSError:
+        return "unknown"
+
+
+def run(config: str, sleep: float, extra: list[str]) -> dict:
+    kind, jobs = config.split(":")
+    with tempfile.TemporaryDirectory(prefix="parallel-bench-") as d:
+        work = Path(d)
+        src = work / "input.mlir"
+        src.write_text(models.fanout())
+        check = work / "check.sh"
+        check.write_text(f'#!/bin/sh\nsleep {sleep}\ngrep -q math.atan2 "$1"\n')
+        check.chmod(0o755)
+        stats, out = work / "stats.json", work / "out.mlir"
+        argv = ["ireereduce", str(src), "-c", str(check), "-o", str(out), "-j", jobs, "-q", "--stats-json", str(stats)]
+        if kind == "dask":
+            argv += ["--executor", "dask"]
+        argv += extra
+        start = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        seconds = time.monotonic() - start
+        if proc.returncode:
+            raise SystemExit(f"{config}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        s = json.loads(stats.read_text())
+        text = out.read_text()
+        return {
+            "config": config,
+            "seconds": round(seconds, 2),
+            "checks": s["oracle_calls"],
+            "wasted": s["wasted_checks"],
+            "utilisation": round(s["utilisation"], 3),
+            "final_ops": s["final"]["ops"],
+            "output_sha": hashlib.sha256(text.encode()).hexdigest()[:12],
+        }
+
+
+@click.command()
+@click.option("--configs", default=DEFAULT_CONFIGS, show_default=True, help="kind:workers, comma-separated.")
+@click.option("--sleep", default=1.0, show_default=True, help="Seconds each check sleeps.")
+@click.option("--save/--no-save", default=True, show_default=True, help="Write benchmarks/results/parallel.json.")
+@click.argument("extra", nargs=-1)
+def main(configs: str, sleep: float, save: bool, extra: tuple[str, ...]) -> None:
+    rows = []
+    click.echo(f"commit {commit()}; check: sleep {sleep}; grep\n")
+    click.echo("| configuration | wall s | vs local:1 | checks | wasted speculative | utilisation | final ops | same output |")
+    click.echo("|---|---:|---:|---:|---:|---:|---:|---|")
+    for config in configs.split(","):
+        r = run(config.strip(), sleep, list(extra))
+        rows.append(r)
+        base = rows[0]
+        click.echo(
+            f"| {r['config']} | {r['seconds']:.1f} | {r['seconds'] / base['seconds']:.2f}x | {r['checks']} | {r['wasted']} | "
+            f"{100 * r['utilisation']:.0f}% | {r['final_ops']} | {'yes' if r['output_sha'] == base['output_sha'] else 'NO'} |"
+        )
+    if save:
+        path = HERE / "results" / "parallel.json"
+        path.write_text(json.dumps({"commit": commit(), "sleep": sleep, "rows": rows}, indent=1) + "\n")
+        click.echo(f"\nwritten to {path.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()
