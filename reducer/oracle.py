@@ -100,8 +100,9 @@ def run_scope() -> Iterator[str]:
     directory and every check's processes carry the tag, so when the run ends, however
     it ends (a worker killed mid-check with os._exit included), removing one directory
     and sweeping one tag leaves nothing behind, `setsid` children included."""
-    run_dir = tempfile.mkdtemp(prefix="ireereduce-run-")
-    tag = f"{os.getpid()}-{os.path.basename(run_dir)}"
+    _remove_stale_runs()
+    run_dir = tempfile.mkdtemp(prefix=f"ireereduce-run-{os.getpid()}-")
+    tag = os.path.basename(run_dir)
     saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, RUN_TAG_ENV)}
     os.environ[RUN_DIR_ENV], os.environ[RUN_TAG_ENV] = run_dir, tag
     try:
@@ -114,6 +115,28 @@ def run_scope() -> Iterator[str]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _remove_stale_runs() -> None:
+    """What a run killed with SIGKILL left: its directory and its checks' processes."""
+    base = tempfile.gettempdir()
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    for entry in entries:
+        parts = entry.name.split("-")
+        if not entry.name.startswith("ireereduce-run-") or len(parts) < 4 or not parts[2].isdigit():
+            continue
+        try:
+            os.kill(int(parts[2]), 0)
+            continue  # its run is alive
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        sweep(RUN_TAG_ENV, entry.name)
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def sweep(variable: str, value: str) -> int:

@@ -297,10 +297,17 @@ def check_script(path: str) -> str:
     return os.path.abspath(path)
 
 
+#: Errors that mean a file could not be written, not that a program could not be run.
+WRITE_ERRORS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
+
+
 def run_check(oracle: Oracle, data: bytes) -> Verdict:
     try:
         return oracle.run(data)
     except OSError as exc:
+        if exc.errno in WRITE_ERRORS:
+            raise UserError(EXIT_CANNOT_WRITE, f"cannot write a candidate into the temporary directory "
+                                               f"{tempfile.gettempdir()}: {exc.strerror} (free space, or set TMPDIR)") from None
         raise UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}") from None
 
 
@@ -490,6 +497,9 @@ class _Guard:
                 return UserError(EXIT_BAD_CHECK, f"the check script {check} was deleted during the run; {self.best()}")
             if not os.access(check, os.X_OK):
                 return UserError(EXIT_BAD_CHECK, f"the check script {check} is no longer executable (chmod +x {check}); {self.best()}")
+        if exc.errno in WRITE_ERRORS and not exc.filename:
+            return UserError(EXIT_CANNOT_WRITE, f"cannot write a candidate into the temporary directory "
+                                                f"{tempfile.gettempdir()}: {exc.strerror}; {self.best()}")
         if exc.errno in (errno.ENOENT, errno.EACCES, errno.EPERM) and check is None:
             return UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}; {self.best()}")
         where = exc.filename or "a file"
