@@ -570,6 +570,7 @@ class _Rechecks:
         self.oracle, self.journal, self.guard = oracle, journal, guard
         self.replay = list(journal.rechecks) if journal is not None else []
         self.runs = self.failures = 0
+        self.last: Verdict | None = None  # the last re-check run (not replayed): for the report
 
     def once(self, data: bytes) -> bool:
         k = key(data)
@@ -578,7 +579,8 @@ class _Rechecks:
         else:
             self.replay = []
             try:
-                ok = run_check(self.oracle, data).interesting
+                self.last = run_check(self.oracle, data)
+                ok = self.last.interesting
             except OSError as exc:
                 raise self.guard.environment_error(exc) from None
             self.guard.check()
@@ -744,16 +746,23 @@ def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Ex
         guard.write_output(final_text.encode())
 
     rechecks = _Rechecks(judge, journal, guard)
-    confirmed = rechecks.confirm(final_text.encode(), FINAL_CONFIRM)
     stats.final = Size(stats.final.ops, len(final_text.encode()))
     stats.oracle_calls += findings.workflow_checks
+    try:
+        confirmed = rechecks.confirm(final_text.encode(), FINAL_CONFIRM)
+        kept = None
+        if not confirmed:
+            for candidate in reversed(list(dict.fromkeys(history[:-1]))):
+                if rechecks.confirm(candidate.encode(), WALKBACK_CONFIRM):
+                    kept = candidate
+                    break
+    except KeyboardInterrupt:
+        raise Interrupted(result()) from None
     flaky = None
     if not confirmed:
-        kept = None
-        for candidate in reversed(list(dict.fromkeys(history[:-1]))):
-            if rechecks.confirm(candidate.encode(), WALKBACK_CONFIRM):
-                kept = candidate
-                break
+        how = (f"{output} holds the last program that passed {WALKBACK_CONFIRM} re-checks in a row"
+               if kept is not None else
+               f"no program the run committed passed {WALKBACK_CONFIRM} re-checks in a row; {output} holds the one it started from")
         kept = kept if kept is not None else history[0]
         guard.write_output(kept.encode())
         final_text = kept
@@ -762,12 +771,11 @@ def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Ex
         if flaky_start:
             seen += f", and {flaky_start}"
         flaky = (f"{seen} (a flip rate of about {100.0 * rechecks.failures / max(rechecks.runs, 1):.0f}%); "
-                 f"{output} holds the last program that passed {WALKBACK_CONFIRM} re-checks in a row "
-                 f"({len(kept.encode())} bytes)")
+                 f"{how} ({len(kept.encode())} bytes)")
     elif flaky_start:
         findings.notes.append(f"the check looked flaky at the start ({flaky_start}); the result passed "
                               f"{FINAL_CONFIRM} re-checks")
-    final = Verdict(confirmed, 0 if confirmed else 1)
+    final = rechecks.last if rechecks.last is not None else Verdict(confirmed, 0 if confirmed else 1)
     if state is not None:
         state.remove()
     res = result(final, flaky)
