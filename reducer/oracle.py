@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import fcntl
 import itertools
 import logging
 import os
@@ -101,8 +102,10 @@ def run_scope() -> Iterator[str]:
     it ends (a worker killed mid-check with os._exit included), removing one directory
     and sweeping one tag leaves nothing behind, `setsid` children included."""
     _remove_stale_runs()
-    run_dir = tempfile.mkdtemp(prefix=f"ireereduce-run-{os.getpid()}-")
+    run_dir = tempfile.mkdtemp(prefix="ireereduce-run-")
     tag = os.path.basename(run_dir)
+    lock = os.open(os.path.join(run_dir, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, RUN_TAG_ENV)}
     os.environ[RUN_DIR_ENV], os.environ[RUN_TAG_ENV] = run_dir, tag
     try:
@@ -110,6 +113,7 @@ def run_scope() -> Iterator[str]:
     finally:
         sweep(RUN_TAG_ENV, tag)
         shutil.rmtree(run_dir, ignore_errors=True)
+        os.close(lock)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -118,23 +122,24 @@ def run_scope() -> Iterator[str]:
 
 
 def _remove_stale_runs() -> None:
-    """What a run killed with SIGKILL left: its directory and its checks' processes."""
+    """What a run killed with SIGKILL left: its directory and its checks' processes. A
+    live run (or its orphaned workers) holds the flock on its directory's lock file."""
     base = tempfile.gettempdir()
     try:
-        entries = list(os.scandir(base))
+        entries = [e for e in os.scandir(base) if e.name.startswith("ireereduce-run-") and e.is_dir()]
     except OSError:
         return
     for entry in entries:
-        parts = entry.name.split("-")
-        if not entry.name.startswith("ireereduce-run-") or len(parts) < 4 or not parts[2].isdigit():
+        try:
+            fd = os.open(os.path.join(entry.path, ".lock"), os.O_RDONLY)
+        except OSError:
             continue
         try:
-            os.kill(int(parts[2]), 0)
-            continue  # its run is alive
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # alive
+        finally:
+            os.close(fd)
         sweep(RUN_TAG_ENV, entry.name)
         shutil.rmtree(entry.path, ignore_errors=True)
 

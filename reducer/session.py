@@ -670,6 +670,9 @@ def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Ex
     if current is not None:
         guard.good = current if (resumed is not None or current.decode(errors="replace") == text) else guard.good
     history: list[str] = [text]
+    # Started from an earlier run's output: the output takes no program with more bytes
+    # than that one (the engine's order also counts type bits, and it re-prints).
+    floor = [len(current)] if resumed is None and current is not None and guard.good == current else [None]
 
     # Workers are forked before any MLIR context exists in this process.
     factory = executor_factory or LocalExecutor
@@ -696,6 +699,10 @@ def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Ex
                     if key(candidate.data) == replaying[0]:
                         replaying[0] = None
                     return
+                if floor[0] is not None:
+                    if len(candidate.data) > floor[0]:
+                        return
+                    floor[0] = None
                 guard.write_output(candidate.data)
 
             engine = Engine(ws, strategies, executor, improved, batch=settings.batch, move_budget=settings.move_budget)
@@ -711,7 +718,8 @@ def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Ex
             except KeyboardInterrupt:
                 engine.stats.final = engine.best.size if engine.best is not None else ws.size
                 raise Interrupted(result()) from None
-            final_text = ws.program.text
+            # Nothing committed: keep the start as it was, not re-printed (which may be longer).
+            final_text = ws.program.text if len(history) > 1 and floor[0] is None else text
             if ws.mode == "text":
                 final_text = _tidy_whitespace(final_text, judged, findings)
                 if final_text != history[-1]:
