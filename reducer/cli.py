@@ -280,7 +280,12 @@ def _write_reports(settings: Settings, result: Result, status: str) -> None:
         session.save(settings.report_json, report.to_json(data).encode(), "the JSON report", best)
 
 
+_MAIN_PID = os.getpid()
+
+
 def _raise_interrupt(_signum: int, _frame: object) -> None:
+    if os.getpid() != _MAIN_PID:  # a worker forked before it installed its own handler
+        os._exit(1)
     raise KeyboardInterrupt
 
 

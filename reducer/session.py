@@ -489,6 +489,12 @@ class _Guard:
                         f"the user's files (it gets its own copy of the candidate); stopped, {self.best()}",
                     )
 
+    def restore_output(self) -> None:
+        with self.lock:
+            if self.good is not None and self._stat(self.output) != self.expected[self.output]:
+                save(self.output, self.good, "the output")
+                self.expected[self.output] = self._stat(self.output)
+
     def environment_error(self, exc: OSError) -> UserError:
         """An OSError out of the run, in the user's words (never 'internal error')."""
         check = self.settings.check
@@ -726,6 +732,10 @@ def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Ex
                     history.append(final_text)
     except OSError as exc:
         raise guard.environment_error(exc) from None
+    except UserError as exc:
+        if exc.code == EXIT_CHECK_CHANGED_FILES:
+            guard.restore_output()  # the workers are stopped now: a check still running may have written it again
+        raise
     try:
         if settings.reduce_flags and getattr(oracle, "commands", ()):
             flags = reduce_flags(oracle, final_text.encode(), settings.jobs)
