@@ -7,7 +7,17 @@ candidates that were already judged.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from reducer.executor import Executor
+from reducer.oracle import Oracle, Verdict
 
 
 def key(data: bytes) -> bytes:
@@ -34,3 +44,127 @@ class VerdictCache:
 
     def __len__(self) -> int:
         return len(self._verdicts)
+
+
+class VerdictJournal:
+    """The verdicts of one run, appended to a file as they arrive, so a run killed with
+    SIGKILL can be continued: the engine is deterministic, so replaying the recorded
+    verdicts from the same start walks the same path and checks nothing twice.
+
+    One JSON object a line, flushed per record: {"k": key, "i": interesting, "o": outcome,
+    "t": timed out} for a candidate, {"r": key, "i": interesting} for a re-check of a
+    committed program (the final confirmation). A torn last line (the kill came in the
+    middle of a write) is dropped and cut off before appending.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.verdicts: dict[bytes, Verdict] = {}
+        self.rechecks: list[tuple[bytes, bool]] = []
+        good = 0
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                data = f.read()
+            for line in data.splitlines(keepends=True):
+                try:
+                    if not line.endswith(b"\n"):
+                        raise ValueError("torn")
+                    rec = json.loads(line)
+                    if "k" in rec:
+                        self.verdicts[bytes.fromhex(rec["k"])] = _verdict(rec["i"], rec.get("o", ""), rec.get("t", False))
+                    else:
+                        self.rechecks.append((bytes.fromhex(rec["r"]), bool(rec["i"])))
+                except (ValueError, KeyError, TypeError):
+                    break
+                good += len(line)
+        self._file = open(path, "ab")
+        self._file.truncate(good)
+        self._lock = threading.Lock()
+
+    def record(self, k: bytes, verdict: Verdict) -> None:
+        self._append({"k": k.hex(), "i": verdict.interesting, "o": verdict.outcome, "t": verdict.timed_out})
+
+    def record_recheck(self, k: bytes, interesting: bool) -> None:
+        self._append({"r": k.hex(), "i": interesting})
+
+    def _append(self, rec: dict[str, object]) -> None:
+        with self._lock:
+            self._file.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
+def _verdict(interesting: bool, outcome: str, timed_out: bool) -> Verdict:
+    rc = None if timed_out else 0 if interesting else 1
+    return Verdict(bool(interesting), rc, bool(timed_out), 0.0, "", outcome)
+
+
+class JournaledExecutor(Executor):
+    """Answers recorded candidates from the journal and records the rest.
+
+    Replay sits here, not in the VerdictCache, on purpose: the engine counts a cache hit
+    differently from an oracle call and ranks strategies by oracle calls, so verdicts
+    served as cache hits would send a resumed run down another path. Served as finished
+    oracle calls, the resumed run's statistics and choices are the uninterrupted run's.
+    `after` sees each new verdict first (the session's check on the user's files); an
+    exception from it or from writing the journal fails that candidate's future, so it
+    surfaces in the main thread.
+    """
+
+    def __init__(self, inner: Executor, journal: VerdictJournal | None,
+                 after: Callable[[Verdict], None] | None = None) -> None:
+        self.inner = inner
+        self.journal = journal
+        self.after = after
+        self.replayed = 0
+        self._inner: dict[concurrent.futures.Future[Verdict], concurrent.futures.Future[Verdict]] = {}
+        self.workers = inner.workers
+        self.stats = inner.stats
+
+    def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
+        k = key(data)
+        out: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
+        recorded = self.journal.verdicts.get(k) if self.journal is not None else None
+        if recorded is not None:
+            self.replayed += 1
+            out.set_result(recorded)
+            return out
+        inner = self.inner.submit(data, oracle)
+        self._inner[out] = inner
+
+        def done(f: concurrent.futures.Future[Verdict]) -> None:
+            self._inner.pop(out, None)
+            if f.cancelled():
+                out.cancel()
+                return
+            try:
+                verdict = f.result()
+                if self.after is not None:
+                    self.after(verdict)
+                if self.journal is not None:
+                    self.journal.record(k, verdict)
+                    self.journal.verdicts[k] = verdict
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                if out.set_running_or_notify_cancel():
+                    out.set_exception(exc)
+                return
+            if out.set_running_or_notify_cancel():
+                out.set_result(verdict)
+
+        inner.add_done_callback(done)
+        return out
+
+    def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
+        inner = self._inner.pop(future, None)
+        if inner is not None:
+            self.inner.cancel(inner)
+        future.cancel()
+
+    def close(self, abort: bool = False) -> None:
+        self.inner.close(abort)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

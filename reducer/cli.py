@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import sys
-from pathlib import Path
 
 import attrs
 import click
@@ -106,7 +105,11 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--check-files", metavar="FILE,...", help="With --executor dask: files the check script needs, shipped with it to the workers.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].")
-@click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
+@click.option("--timeout", type=float, help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="A candidate is interesting only if the check passes it this many times in a row (for flaky checks).")
+@click.option("--fresh", is_flag=True, help="Start from the input: ignore a smaller program already in the output and an interrupted run's state.")
+@click.option("--state-dir", type=click.Path(file_okay=False), help="Where a run keeps what a rerun continues from after it is killed [default: OUTPUT.resume; removed when the run finishes].")
+@click.option("--no-state", is_flag=True, help="Keep no state: a killed run starts over.")
 @click.option("--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself).")
 @click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply).")
 @click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
@@ -147,6 +150,10 @@ def main(
     output: str | None,
     jobs: int | None,
     timeout: float | None,
+    repeat: int,
+    fresh: bool,
+    state_dir: str | None,
+    no_state: bool,
     no_verify: bool,
     only: str | None,
     skip: str | None,
@@ -157,8 +164,7 @@ def main(
     quiet: bool,
     debug: bool,
 ) -> None:
-    _setup_logging(verbose, quiet, log_file)
-    _stop_on_signals()
+    _ensure_stderr()
     timing = slower_than is not None or slower_than_factor is not None
     if backends:
         compile_, against, mismatch = _backends(backends, compile_)
@@ -195,29 +201,22 @@ def main(
         strategies=_names(only),
         skip_strategies=_names(skip) or (),
         move_budget=move_budget,
+        stats_json=stats_json,
+        log_file=log_file,
+        repeat=repeat,
+        fresh=fresh,
+        state_dir=state_dir,
+        no_state=no_state,
     )
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
     try:
-        result = session.reduce_file(settings)
+        session.check_paths(settings)  # before the log file is opened
+        _setup_logging(verbose, quiet, log_file)
+        _stop_on_signals()
+        code = _run(console, settings)
     except UserError as exc:
         click.echo(f"ireereduce: error: {exc}", err=True)
         sys.exit(exc.code)
-    except Interrupted as exc:
-        _summary(console, exc.result)
-        _write_stats(stats_json, exc.result, "interrupted")
-        _write_reports(settings, exc.result, "interrupted")
-        click.echo(f"ireereduce: interrupted; the smallest interesting program so far is in {exc.result.output}", err=True)
-        sys.exit(session.EXIT_INTERRUPTED)
-    except Flaky as exc:
-        _summary(console, exc.result)
-        _write_stats(stats_json, exc.result, "flaky")
-        _write_reports(settings, exc.result, "flaky")
-        click.echo(
-            f"ireereduce: error: the reduced program in {exc.result.output} was not interesting when checked again; "
-            "the check is flaky (make it deterministic, or raise --timeout)",
-            err=True,
-        )
-        sys.exit(session.EXIT_FLAKY)
     except KeyboardInterrupt:
         click.echo("ireereduce: interrupted before reduction started", err=True)
         sys.exit(session.EXIT_INTERRUPTED)
@@ -226,9 +225,52 @@ def main(
             raise
         click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
         sys.exit(session.EXIT_INTERNAL)
+    sys.exit(code)
+
+
+def _run(console: Console, settings: Settings) -> int:
+    """One reduction, its summary and its files; the exit code."""
+    try:
+        result = session.reduce_file(settings)
+    except Interrupted as exc:
+        _summary(console, exc.result)
+        _write_stats(settings.stats_json, exc.result, "interrupted")
+        _write_reports(settings, exc.result, "interrupted")
+        where = (f"the smallest interesting program so far is in {exc.result.output}" if os.path.exists(exc.result.output)
+                 else f"no smaller program was found yet; {exc.result.output} was not written")
+        again = f"; rerun the same command to continue (state in {exc.result.state_dir})" if exc.result.state_dir else ""
+        click.echo(f"ireereduce: interrupted; {where}{again}", err=True)
+        return session.EXIT_INTERRUPTED
+    except Flaky as exc:
+        _summary(console, exc.result)
+        _write_stats(settings.stats_json, exc.result, "flaky")
+        _write_reports(settings, exc.result, "flaky")
+        click.echo(
+            f"ireereduce: error: the check is flaky: {exc.result.flaky}; make the check deterministic "
+            "or use --repeat N",
+            err=True,
+        )
+        return session.EXIT_FLAKY
     _summary(console, result)
-    _write_stats(stats_json, result, "done")
+    _write_stats(settings.stats_json, result, "done")
     _write_reports(settings, result, "reduced")
+    return session.EXIT_OK
+
+
+def _ensure_stderr() -> None:
+    """With stderr closed (a daemon, `2>&-`) errors have nowhere to go and the checks
+    would inherit a closed descriptor 2; give both /dev/null, so the run and its exit
+    code (the only report left) stay right."""
+    try:
+        os.fstat(2)
+    except OSError:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        if fd != 2:
+            os.dup2(fd, 2)
+            os.close(fd)
+    if sys.stderr is None or sys.stderr.closed:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
+    logging.raiseExceptions = False  # a log line that cannot be written must not stop the run
 
 
 def _backends(value: str, flags: str | None) -> tuple[str, str, bool]:
@@ -254,13 +296,19 @@ def _write_reports(settings: Settings, result: Result, status: str) -> None:
     from reducer import report
 
     data = report.build(result, settings.input, status)
+    best = f"the reduced program is in {result.output}"
     if settings.report:
-        session.write_atomically(settings.report, report.to_markdown(data).encode())
+        session.save(settings.report, report.to_markdown(data).encode(), "the report", best)
     if settings.report_json:
-        session.write_atomically(settings.report_json, report.to_json(data).encode())
+        session.save(settings.report_json, report.to_json(data).encode(), "the JSON report", best)
+
+
+_MAIN_PID = os.getpid()
 
 
 def _raise_interrupt(_signum: int, _frame: object) -> None:
+    if os.getpid() != _MAIN_PID:  # a worker forked before it installed its own handler
+        os._exit(1)
     raise KeyboardInterrupt
 
 
@@ -278,7 +326,8 @@ def _write_stats(path: str | None, result: Result, status: str) -> None:
         return
     data = attrs.asdict(result.stats)
     data.update(status=status, mode=result.mode, output=str(result.output), seconds=result.seconds)
-    Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    session.save(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(), "--stats-json",
+                 f"the reduced program is in {result.output}")
 
 
 def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
@@ -331,6 +380,8 @@ def _summary(console: Console, result: Result) -> None:
             markup=False, highlight=False, soft_wrap=True,
         )
     f = result.findings
+    for note in f.notes:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     for label, value in (
         ("dispatch", f"{f.dispatch.name} (of {f.dispatch.executables} executables)" if f.dispatch else None),
         ("failing phase", f.phase),

@@ -25,10 +25,12 @@ import concurrent.futures
 import contextlib
 import itertools
 import logging
+import mmap
 import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import struct
 import threading
 import time
 import warnings
@@ -92,7 +94,23 @@ class Executor(abc.ABC):
 # -- the local pool ----------------------------------------------------------------------
 
 
-def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, cancel_slot: Any) -> None:
+class _Slot:
+    """The id of the task a worker should stop: 8 bytes of anonymous shared memory, which
+    a forked worker shares with the parent (no file, so it works with a full temp dir)."""
+
+    def __init__(self) -> None:
+        self._memory = mmap.mmap(-1, 8)
+
+    @property
+    def value(self) -> int:
+        return int(struct.unpack_from("q", self._memory)[0])
+
+    @value.setter
+    def value(self, task_id: int) -> None:
+        struct.pack_into("q", self._memory, 0, task_id)
+
+
+def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, cancel_slot: _Slot) -> None:
     """A worker: run tasks from conn until told to stop. `cancel_slot` holds the id of
     the task the parent wants stopped; the oracle polls it while its commands run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -136,7 +154,7 @@ class _Task:
 class _Worker:
     process: Any
     conn: multiprocessing.connection.Connection
-    cancel_slot: Any
+    cancel_slot: _Slot
     task: _Task | None = None
 
 
@@ -233,7 +251,7 @@ class LocalExecutor(Executor):
     # -- the dispatcher thread --------------------------------------------------------
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe()
-        slot = self._ctx.Value("q", 0, lock=False)
+        slot = _Slot()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
             process = self._ctx.Process(target=_worker_main, args=(self.oracle, child, slot), daemon=True,

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import fcntl
+import itertools
 import logging
 import os
 import resource
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -97,10 +100,98 @@ class Oracle(abc.ABC):
         return f"{how}{'; ' + tail[0] if tail[0] else ''}"
 
 
+#: Set by the main process for one run (`run_scope`), inherited by forked workers and by
+#: every check: where candidate directories go, and the tag the process sweep looks for.
+RUN_DIR_ENV = "IREEREDUCE_RUN_DIR"
+RUN_TAG_ENV = "IREEREDUCE_RUN"
+CHECK_TAG_ENV = "IREEREDUCE_CHECK"
+_checks = itertools.count()
+
+
+@contextlib.contextmanager
+def run_scope() -> Iterator[str]:
+    """One run's directory and process tag. Every check's temp dir lives inside the
+    directory and every check's processes carry the tag, so when the run ends, however
+    it ends (a worker killed mid-check with os._exit included), removing one directory
+    and sweeping one tag leaves nothing behind, `setsid` children included."""
+    _remove_stale_runs()
+    run_dir = tempfile.mkdtemp(prefix="ireereduce-run-")
+    tag = os.path.basename(run_dir)
+    lock = os.open(os.path.join(run_dir, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, RUN_TAG_ENV)}
+    os.environ[RUN_DIR_ENV], os.environ[RUN_TAG_ENV] = run_dir, tag
+    try:
+        yield run_dir
+    finally:
+        sweep(RUN_TAG_ENV, tag)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.close(lock)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _remove_stale_runs() -> None:
+    """What a run killed with SIGKILL left: its directory and its checks' processes. A
+    live run (or its orphaned workers) holds the flock on its directory's lock file."""
+    base = tempfile.gettempdir()
+    try:
+        entries = [e for e in os.scandir(base) if e.name.startswith("ireereduce-run-") and e.is_dir()]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            fd = os.open(os.path.join(entry.path, ".lock"), os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # alive
+        finally:
+            os.close(fd)
+        sweep(RUN_TAG_ENV, entry.name)
+        shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def sweep(variable: str, value: str) -> int:
+    """SIGKILL every process whose environment has variable=value; the number killed.
+    A process group kill misses children that called setsid; the environment is
+    inherited through setsid, fork and exec alike."""
+    needle = f"{variable}={value}".encode()
+    killed = 0
+    me = os.getpid()
+    for _ in range(3):  # a dying parent may fork once more; look again
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if needle in env.split(b"\0"):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed += 1
+                    found = True
+        if not found:
+            break
+    return killed
+
+
 @contextlib.contextmanager
 def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
-    """A fresh temporary directory holding the candidate under the input's file name."""
-    with tempfile.TemporaryDirectory(prefix="ireereduce-") as tmp:
+    """A fresh temporary directory holding the candidate under the input's file name,
+    inside the run's directory when there is one."""
+    parent = os.environ.get(RUN_DIR_ENV)
+    if parent is not None and not os.path.isdir(parent):
+        parent = None
+    with tempfile.TemporaryDirectory(prefix="ireereduce-", dir=parent) as tmp:
         path = os.path.join(tmp, basename)
         with open(path, "wb") as f:
             f.write(data)
@@ -112,18 +203,21 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     if cancel():
         raise Cancelled
     err_path = os.path.join(tmp, ".ireereduce-stderr")
+    check_tag = f"{os.environ.get(RUN_TAG_ENV, 'none')}/{os.getpid()}/{next(_checks)}"
+    env = dict(os.environ, **{CHECK_TAG_ENV: check_tag})
     start = time.monotonic()
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(
             argv,
             cwd=tmp,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,  # its own process group, so we can kill all of it
             preexec_fn=_no_core_dumps,
         )
-        _current.append(proc.pid)
+        _current.append((proc.pid, check_tag))
         timed_out = cancelled = False
         deadline = None if timeout is None else start + timeout
         rc: int | None = None
@@ -150,7 +244,8 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
             # Whatever the check left behind (background children) goes too.
             _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
-            _current.remove(proc.pid)
+            _current.remove((proc.pid, check_tag))
+            sweep(CHECK_TAG_ENV, check_tag)  # and those that left the group (setsid)
     if cancelled:
         raise Cancelled
     seconds = time.monotonic() - start
@@ -185,7 +280,41 @@ class ScriptOracle(Oracle):
         return f"{shlex.quote(self.script)} {shlex.quote(path)}  # exits 0 while the bug is there"
 
 
-_current: list[int] = []
+@attrs.frozen
+class RepeatOracle(Oracle):
+    """`--repeat N`: interesting only if the inner oracle says so N times in a row
+    (Shrink Ray's and ClusterFuzz's answer to nondeterministic checks). Stops at the
+    first rejection, so an uninteresting candidate usually costs one run."""
+
+    inner: Oracle
+    times: int
+
+    @property
+    def timeout(self) -> float | None:  # type: ignore[override]
+        return self.inner.timeout
+
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
+        verdict = self.inner.run(data, cancel)
+        for _ in range(self.times - 1):
+            if not verdict.interesting:
+                break
+            verdict = self.inner.run(data, cancel)
+        return verdict
+
+    def calibrate(self, original: Verdict) -> Oracle:
+        return attrs.evolve(self, inner=self.inner.calibrate(original))
+
+    def with_timeout(self, timeout: float | None) -> Oracle:
+        return attrs.evolve(self, inner=self.inner.with_timeout(timeout))
+
+    def reproducer(self, path: str) -> str:
+        return self.inner.reproducer(path)
+
+    def why_not(self, verdict: Verdict) -> str:
+        return self.inner.why_not(verdict)
+
+
+_current: list[tuple[int, str]] = []  # this process's running checks: (pid, check tag)
 
 
 def _no_core_dumps() -> None:
@@ -201,6 +330,7 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 def kill_running_checks(*_args: object) -> None:
     """Signal handler for workers: take the running check's whole process group down too."""
-    for pid in list(_current):
+    for pid, tag in list(_current):
         _kill_group(pid, signal.SIGKILL)
+        sweep(CHECK_TAG_ENV, tag)
     os._exit(1)

@@ -7,25 +7,32 @@ is wrong and what to do, and a documented exit code (see EXIT_CODES and the READ
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import math
 import os
+import re
 import shlex
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
 from reducer import ir as irutil
 from reducer import dispatch, phases, upstream
+from reducer.cache import JournaledExecutor, VerdictJournal, key
 from reducer.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
 from reducer.flags import reduce_flags
-from reducer.oracle import Oracle, ScriptOracle, Verdict
+from reducer.oracle import Oracle, RepeatOracle, ScriptOracle, Verdict, run_scope
 from reducer.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
 from reducer.oracles.command import Command, CommandError
 from reducer.strategy import Strategy, discover
+from reducer.state import Busy, OutputLock, RunState, differences, fingerprint
 from reducer.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
 
 log = logging.getLogger(__name__)
@@ -38,18 +45,32 @@ EXIT_BAD_CHECK = 4
 EXIT_NOT_INTERESTING = 5
 EXIT_CHECK_HANGS = 6
 EXIT_FLAKY = 7
-EXIT_EXECUTOR = 11
+EXIT_CANNOT_WRITE = 8
+EXIT_BUSY = 9
+EXIT_STATE_MISMATCH = 10
+EXIT_CHECK_CHANGED_FILES = 11
+EXIT_EXECUTOR = 12
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
     EXIT_OK: "reduced; the output is interesting",
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
-    EXIT_USAGE: "bad command line (also: output path equal to the input)",
+    EXIT_USAGE: "bad command line; an output, report, stats or log path that is the input, the check, "
+                "another of them, or not writable",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text",
-    EXIT_BAD_CHECK: "check script missing, not executable or cannot be run; --compile's program not found",
+    EXIT_BAD_CHECK: "check script missing, not executable or cannot be run (also when deleted or made "
+                    "non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
     EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
-    EXIT_FLAKY: "the reduced output was not interesting when re-checked (flaky check)",
+    EXIT_FLAKY: "flaky check: the reduced program failed a re-check; the output holds the last program "
+                "that passed its re-checks, and the message gives the flip rate seen",
+    EXIT_CANNOT_WRITE: "cannot write the output, report, stats or state (disk full, read-only or removed "
+                       "directory); the message says where the best so far is",
+    EXIT_BUSY: "another ireereduce run is writing the same output (the message names its PID)",
+    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check "
+                         "(--fresh starts over)",
+    EXIT_CHECK_CHANGED_FILES: "the check changed the input, the output or itself; the output keeps the "
+                              "last good program",
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, or distributed is not installed",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
@@ -102,6 +123,14 @@ class Settings:
     scheduler: str | None = None  # a running Dask scheduler's address; None: an embedded LocalCluster
     resources: dict[str, float] = attrs.field(factory=dict)  # Dask worker resources each check holds
     check_files: Sequence[str] = ()  # shipped to Dask workers with the check script
+    # Unattended runs: files the CLI writes (checked with the others before anything runs),
+    # repeated checks, and the state a killed run continues from.
+    stats_json: str | None = None
+    log_file: str | None = None
+    repeat: int = 1
+    fresh: bool = False
+    state_dir: str | None = None
+    no_state: bool = False
 
 
 @attrs.define
@@ -114,6 +143,7 @@ class Findings:
     flags_removed: list[str] = attrs.field(factory=list)
     for_upstream: list[str] = attrs.field(factory=list)  # the --for-upstream steps kept
     workflow_checks: int = 0  # oracle calls outside the engine, before it
+    notes: list[str] = attrs.field(factory=list)  # what the run did to the input or its start, for the summary
 
 
 @attrs.define
@@ -128,6 +158,8 @@ class Result:
     oracle: Oracle | None = None
     final_verdict: Verdict | None = None
     input_size: Size | None = None
+    flaky: str | None = None  # what the re-checks saw, when they disagreed
+    state_dir: str | None = None  # kept for a rerun to continue from
 
 
 def default_output(path: str) -> str:
@@ -135,18 +167,47 @@ def default_output(path: str) -> str:
     return f"{stem}.reduced{ext or '.mlir'}"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomically(path: str, data: bytes) -> None:
-    """Replace path in one step, so an interruption never leaves a half-written repro."""
+    """Replace path in one step, so an interruption never leaves a half-written repro.
+    The file gets the mode a plain write would give (the old file's, else the umask's),
+    and an error names path, not the temporary file."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ireereduce-", dir=directory)
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".ireereduce-", dir=directory)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror, path) from None
         raise
+
+
+def save(path: str, data: bytes, what: str, best: str | None = None) -> None:
+    """write_atomically, with a failure a UserError that says where the best so far is."""
+    try:
+        write_atomically(path, data)
+    except OSError as exc:
+        raise UserError(EXIT_CANNOT_WRITE, f"cannot write {what} {path}: {exc.strerror}" + (f"; {best}" if best else "")) from None
+
+
+BOM = "\ufeff"
 
 
 def read_input(path: str) -> str:
@@ -167,6 +228,67 @@ def read_input(path: str) -> str:
         ) from None
 
 
+def check_paths(settings: Settings) -> None:
+    """Every file the run will write, checked before anything runs: none may be the
+    input, the check or a file the check uses, or another of them, and each must be
+    writable. After a reduction of hours is too late to find out."""
+    output = settings.output or default_output(settings.input)
+    named = [("the output" if settings.output is None else "-o", output), ("--report", settings.report),
+             ("--report-json", settings.report_json), ("--stats-json", settings.stats_json),
+             ("--log-file", settings.log_file)]
+    protected = {os.path.realpath(settings.input): f"the input {settings.input}"}
+    if settings.check is not None:
+        for used in shipped_files(settings.check):
+            protected.setdefault(os.path.realpath(used), f"{used}, which the check script uses")
+        protected[os.path.realpath(settings.check)] = f"the check script {settings.check}"
+    seen: dict[str, str] = {}
+    for flag, path in named:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in protected:
+            raise UserError(EXIT_USAGE, f"{flag} {path} is {protected[real]}; ireereduce never overwrites it (give another path)")
+        if real in seen:
+            raise UserError(EXIT_USAGE, f"{seen[real]} and {flag} both name {path}; give each its own file")
+        seen[real] = flag
+        _check_writable(flag, path)
+
+
+def _check_writable(flag: str, path: str) -> None:
+    if os.path.isdir(path):
+        raise UserError(EXIT_USAGE, f"{flag} {path} is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: the directory {parent} does not exist")
+    try:  # os.access is not enough: root passes it on read-only file systems
+        fd, probe = tempfile.mkstemp(prefix=".ireereduce-probe-", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: the directory {parent} is not writable ({exc.strerror})") from None
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: it is read-only")
+
+
+def shipped_files(script: str) -> list[str]:
+    """Files a check script names (a reference output, a helper next to it): words of
+    its text that are existing files, relative to its directory or the current one."""
+    try:
+        with open(script, "rb") as f:
+            text = f.read(1 << 16).decode(errors="replace")
+    except OSError:
+        return []
+    base = os.path.dirname(os.path.abspath(script))
+    found = []
+    for word in sorted(set(re.findall(r"[\w.+~/-]+", text))):
+        if "/" not in word and "." not in word:
+            continue
+        for path in {os.path.join(base, word), os.path.abspath(word), os.path.expanduser(word)}:
+            if os.path.isfile(path):
+                found.append(path)
+    return found
+
+
 def check_script(path: str) -> str:
     if not os.path.exists(path):
         raise UserError(EXIT_BAD_CHECK, f"check script {path!r} does not exist")
@@ -181,10 +303,17 @@ def check_script(path: str) -> str:
     return os.path.abspath(path)
 
 
+#: Errors that mean a file could not be written, not that a program could not be run.
+WRITE_ERRORS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
+
+
 def run_check(oracle: Oracle, data: bytes) -> Verdict:
     try:
         return oracle.run(data)
     except OSError as exc:
+        if exc.errno in WRITE_ERRORS:
+            raise UserError(EXIT_CANNOT_WRITE, f"cannot write a candidate into the temporary directory "
+                                               f"{tempfile.gettempdir()}: {exc.strerror} (free space, or set TMPDIR)") from None
         raise UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}") from None
 
 
@@ -201,7 +330,7 @@ def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]
     return chosen
 
 
-def _choose_workspace(text: str, oracle: Oracle, verify: bool) -> Workspace:
+def _choose_workspace(text: str, judged: Callable[[bytes], bool], verify: bool) -> Workspace:
     """MLIR if the input parses and the check still likes it once re-printed; else text."""
     try:
         ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
@@ -212,7 +341,7 @@ def _choose_workspace(text: str, oracle: Oracle, verify: bool) -> Workspace:
         return TextWorkspace(text)
     for options in (irutil.PrintOptions(), irutil.PrintOptions(debug_info=True), irutil.PrintOptions(generic=True)):
         canonical = ws.canonical(options)
-        if canonical == text or run_check(oracle, canonical.encode()).interesting:
+        if canonical == text or judged(canonical.encode()):
             if options != ws.options:
                 log.warning("the check needs the IR printed with %s; keeping that form", options)
                 ws.reprint(options)
@@ -263,8 +392,9 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     return CompileOracle(command, basename, timeout, settings.expect_error, settings.expect_crash, settings.allow_slippage)
 
 
-def make_executor(settings: Settings, oracle: Oracle, factory: type[Executor] | None = None) -> Executor:
-    """The executor the settings name; every check of the run goes through it."""
+def make_executor(settings: Settings, oracle: Oracle | None, factory: type[Executor] | None = None) -> Executor:
+    """The executor the settings name; every check of the run goes through it (with
+    oracle None, each submit names its oracle)."""
     if factory is not None:
         return factory(oracle, settings.jobs)  # type: ignore[call-arg]
     if settings.executor == "dask":
@@ -281,18 +411,147 @@ def make_executor(settings: Settings, oracle: Oracle, factory: type[Executor] | 
     return LocalExecutor(oracle, settings.jobs)
 
 
+#: Re-checks of the final program before exit 0; a 20%-flaky check passes a
+#: non-interesting program three times in a row 0.8% of the time.
+FINAL_CONFIRM = 3
+#: Re-checks in a row a committed program must pass when walking back from a final
+#: program the check rejected (0.2**6: a bad program rarely gets through).
+WALKBACK_CONFIRM = 6
+
+
+def default_state_dir(output: str) -> str:
+    return output + ".resume"
+
+
+@attrs.frozen
+class Start:
+    """Where the engine starts, recorded in the state directory so a rerun skips the
+    checks that found it."""
+
+    text: str
+    oracle: Oracle  # calibrated, with its timeout; not repeated
+    verdict: Verdict  # the original's
+    timeout: float
+    findings: Findings
+    original_text: str
+
+
 def reduce_file(settings: Settings, executor_factory: type[Executor] | None = None) -> Result:
     start = time.monotonic()
-    text = read_input(settings.input)
+    if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
+        raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
+    if settings.repeat < 1:
+        raise UserError(EXIT_USAGE, "--repeat must be at least 1")
+    check_paths(settings)
+    raw = read_input(settings.input)
     output = settings.output or default_output(settings.input)
-    if os.path.exists(output) and os.path.samefile(output, settings.input):
-        raise UserError(EXIT_USAGE, "the output path is the input; ireereduce never overwrites its input (use -o)")
-    basename = os.path.basename(settings.input)
+    lock = OutputLock(output)
+    try:
+        lock.acquire()
+    except Busy as exc:
+        raise UserError(EXIT_BUSY, f"another ireereduce run (PID {exc.pid}) is writing {output}; "
+                                   "wait for it, or give this one another -o") from None
+    except OSError as exc:
+        raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
+    try:
+        with run_scope():
+            return _reduce(settings, raw, output, executor_factory, start)
+    finally:
+        lock.release()
 
+
+class _Guard:
+    """The user's files as they were: a check that writes the input, the output or
+    itself is a broken check, and its verdicts cannot be trusted. Also remembers the
+    last good output, to put back if the check overwrote it."""
+
+    def __init__(self, settings: Settings, output: str) -> None:
+        self.settings = settings
+        self.output = output
+        self.paths = [settings.input, output] + ([settings.check] if settings.check else [])
+        self.expected = {p: self._stat(p) for p in self.paths}
+        self.good: bytes | None = None
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _stat(path: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    def write_output(self, data: bytes) -> None:
+        with self.lock:
+            save(self.output, data, "the output", self._where_best())
+            self.expected[self.output] = self._stat(self.output)
+            self.good = data
+
+    def _where_best(self) -> str:
+        if self.good is None:
+            return "no smaller program was found before this"
+        return f"{self.output} still holds the smallest interesting program so far ({len(self.good)} bytes)"
+
+    def best(self) -> str:
+        if self.good is None:
+            return f"no smaller program was found; {self.output} was not written"
+        return f"{self.output} holds the smallest interesting program so far"
+
+    def check(self, _verdict: object = None) -> None:
+        check = self.settings.check
+        with self.lock:
+            if check is not None and self.expected.get(check) is not None:
+                if not os.path.exists(check):
+                    raise UserError(EXIT_BAD_CHECK, f"the check script {check} was deleted during the run; {self.best()}")
+            for path in self.paths:
+                if self._stat(path) != self.expected[path]:
+                    if path == self.output and self.good is not None:
+                        save(self.output, self.good, "the output")
+                        self.expected[path] = self._stat(path)
+                    raise UserError(
+                        EXIT_CHECK_CHANGED_FILES,
+                        f"{path} changed while the check ran (size or modification time); a check must not write "
+                        f"the user's files (it gets its own copy of the candidate); stopped, {self.best()}",
+                    )
+
+    def restore_output(self) -> None:
+        with self.lock:
+            if self.good is not None and self._stat(self.output) != self.expected[self.output]:
+                save(self.output, self.good, "the output")
+                self.expected[self.output] = self._stat(self.output)
+
+    def environment_error(self, exc: OSError) -> UserError:
+        """An OSError out of the run, in the user's words (never 'internal error')."""
+        check = self.settings.check
+        if check is not None:
+            if not os.path.exists(check):
+                return UserError(EXIT_BAD_CHECK, f"the check script {check} was deleted during the run; {self.best()}")
+            if not os.access(check, os.X_OK):
+                return UserError(EXIT_BAD_CHECK, f"the check script {check} is no longer executable (chmod +x {check}); {self.best()}")
+        if exc.errno in WRITE_ERRORS and not exc.filename:
+            return UserError(EXIT_CANNOT_WRITE, f"cannot write a candidate into the temporary directory "
+                                                f"{tempfile.gettempdir()}: {exc.strerror}; {self.best()}")
+        if exc.errno in (errno.ENOENT, errno.EACCES, errno.EPERM) and check is None:
+            return UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}; {self.best()}")
+        where = exc.filename or "a file"
+        return UserError(EXIT_CANNOT_WRITE, f"cannot write {where}: {exc.strerror}; {self.best()}")
+
+
+def _check_original(settings: Settings, text: str, basename: str, guard: _Guard) -> tuple[Oracle, Verdict, float, str | None]:
+    """Run the check on the original twice: a check that disagrees with itself is flaky."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if isinstance(first, SlowCompileOracle) and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
-    verdict = run_check(first, text.encode())
+    verdicts = [run_check(first, text.encode())]
+    guard.check()
+    if not (verdicts[0].timed_out and not isinstance(first, SlowCompileOracle)):
+        verdicts.append(run_check(first, text.encode()))
+        guard.check()
+    flaky = None
+    if len({v.interesting for v in verdicts}) > 1:
+        flaky = "the check passed the original once and failed it once"
+        log.warning("the check is flaky: %s; consider --repeat N (a candidate must then pass N times)", flaky)
+    verdict = next((v for v in verdicts if v.interesting), verdicts[0])
     if verdict.timed_out and not isinstance(first, SlowCompileOracle):
         raise UserError(
             EXIT_CHECK_HANGS,
@@ -305,44 +564,219 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
             f"the check says the original input is not interesting ({first.why_not(verdict)}); "
             "it must be interesting for the input as given (mlir-reduce users: invert your script's exit codes)",
         )
-    timeout = settings.timeout or 10 * verdict.seconds + 5.0
+    seconds = max(v.seconds for v in verdicts)
+    timeout = settings.timeout or 10 * seconds + 5.0
     if isinstance(first, SlowCompileOracle):
-        timeout = settings.timeout or 3 * verdict.seconds + 5.0
+        timeout = settings.timeout or 3 * seconds + 5.0
     oracle = first.calibrate(verdict).with_timeout(timeout)
-    findings = Findings()
     if verdict.signature is not None and verdict.signature.kind != "ok":
         log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
                  " (slippage allowed)" if settings.allow_slippage else "")
-    original_text = text
-    # Workers are forked before any MLIR context exists in this process. Every check from
-    # here on (workflows, engine, flags, --for-upstream) goes through this one executor.
-    with make_executor(settings, oracle, executor_factory) as executor:
-        text, oracle = _workflows(settings, text, oracle, findings, executor)
-        write_atomically(output, text.encode())
-        ws = _choose_workspace(text, oracle, settings.verify)
+    return oracle, verdict, timeout, flaky
+
+
+def _previous_best(output: str, text: str, oracle: Oracle, guard: _Guard) -> str | None:
+    """The output of an earlier run, if it is smaller than text and still interesting."""
+    try:
+        with open(output, "rb") as f:
+            data = f.read()
+        previous = data.decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not previous.strip() or len(data) >= len(text.encode()):
+        return None
+    interesting = run_check(oracle, data).interesting
+    guard.check()
+    if not interesting:
+        log.warning("%s holds a program the check rejects; it will be replaced by the first improvement", output)
+        return None
+    return previous
+
+
+class _Rechecks:
+    """Re-checks of committed programs (the final confirmation, the walk back), recorded
+    in the journal in order so that a resumed run replays them too."""
+
+    def __init__(self, oracle: Oracle, journal: VerdictJournal | None, guard: _Guard) -> None:
+        self.oracle, self.journal, self.guard = oracle, journal, guard
+        self.replay = list(journal.rechecks) if journal is not None else []
+        self.runs = self.failures = 0
+        self.last: Verdict | None = None  # the last re-check run (not replayed): for the report
+
+    def once(self, data: bytes) -> bool:
+        k = key(data)
+        if self.replay and self.replay[0][0] == k:
+            ok = self.replay.pop(0)[1]
+        else:
+            self.replay = []
+            try:
+                self.last = run_check(self.oracle, data)
+                ok = self.last.interesting
+            except OSError as exc:
+                raise self.guard.environment_error(exc) from None
+            self.guard.check()
+            if self.journal is not None:
+                self.journal.record_recheck(k, ok)
+        self.runs += 1
+        self.failures += not ok
+        return ok
+
+    def confirm(self, data: bytes, times: int) -> bool:
+        return all(self.once(data) for _ in range(times))
+
+
+def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, start: float) -> Result:
+    # One executor for every check after the original's (workflows, engine, flags,
+    # --for-upstream); its workers are forked before any MLIR context exists here.
+    inner = make_executor(settings, None, executor_factory)
+    try:
+        result = _reduce_on(settings, raw, output, inner, start)
+    except BaseException:
+        inner.close(abort=True)
+        raise
+    inner.close()
+    return result
+
+
+def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start: float) -> Result:
+    guard = _Guard(settings, output)
+    notes: list[str] = []
+    text = raw
+    if text.startswith(BOM):
+        text = text[len(BOM):]
+        notes.append("removed the UTF-8 byte-order mark from the input")
+    basename = os.path.basename(settings.input)
+    state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output))
+    fp = fingerprint(settings, raw.encode())
+    recorded = state.load() if state is not None else None
+    resumed: Start | None = None
+    if state is not None and recorded is not None:
+        if settings.fresh:
+            state.remove()
+        elif recorded[0] != fp:
+            raise UserError(EXIT_STATE_MISMATCH, f"{state.path} holds an interrupted run of another command "
+                            f"({differences(recorded[0], fp)}); rerun that command to continue it, or add --fresh "
+                            "to start over")
+        else:
+            resumed = recorded[1]
+    elif state is not None and state.exists():
+        state.remove()  # killed before the start was recorded: nothing to continue
+
+    if resumed is not None:
+        begin = resumed
+        notes.extend(begin.findings.notes)
+        flaky_start = None
+    else:
+        oracle, verdict, timeout, flaky_start = _check_original(settings, text, basename, guard)
+        findings = Findings()
+        text, oracle = _workflows(settings, text, oracle, findings, inner)
+        original_text = raw[len(BOM):] if raw.startswith(BOM) else raw
+        if not settings.fresh and os.path.exists(output):
+            previous = _previous_best(output, text, oracle, guard)
+            if previous is not None:
+                findings.notes.append(f"started from the smaller interesting program already in {output} "
+                                      f"({len(previous.encode())} bytes; --fresh starts from the input)")
+                log.info("%s", findings.notes[-1])
+                text = previous
+        findings.notes[:0] = notes
+        notes = list(findings.notes)
+        begin = Start(text, oracle, verdict, timeout, findings, original_text)
+        if state is not None:
+            try:
+                state.create(fp, begin)
+            except OSError as exc:
+                raise UserError(EXIT_CANNOT_WRITE, f"cannot write the state directory {state.path}: {exc.strerror} "
+                                "(--state-dir elsewhere, or --no-state)") from None
+    text, oracle, verdict, timeout, findings = begin.text, begin.oracle, begin.verdict, begin.timeout, begin.findings
+    findings.notes = notes
+    original_text = begin.original_text
+    judge: Oracle = RepeatOracle(oracle, settings.repeat) if settings.repeat > 1 else oracle
+    journal = None
+    if state is not None:
+        try:
+            journal = state.open_journal()
+        except OSError as exc:
+            raise UserError(EXIT_CANNOT_WRITE, f"cannot write the state directory {state.path}: {exc.strerror} "
+                            "(--state-dir elsewhere, or --no-state)") from None
+        if resumed is not None:
+            msg = (f"continuing the interrupted run recorded in {state.path} "
+                   f"({len(journal.verdicts)} verdicts recorded are not checked again)")
+            log.info("%s", msg)
+            findings.notes.append(msg)
+    # A rerun replays the commits the killed run made; the output already holds the
+    # last of them, so it is not written again until the replay passes it.
+    try:
+        with open(output, "rb") as f:
+            current = f.read()
+    except OSError:
+        current = None
+    holds = key(current) if current is not None and journal is not None and resumed is not None else None
+    if current is not None:
+        guard.good = current if (resumed is not None or current.decode(errors="replace") == text) else guard.good
+    history: list[str] = [text]
+    # Started from an earlier run's output: the output takes no program with more bytes
+    # than that one (the engine's order also counts type bits, and it re-prints).
+    floor = [len(current)] if resumed is None and current is not None and guard.good == current else [None]
+
+    try:
+        executor = JournaledExecutor(inner, journal, after=guard.check)
+
+        def judged(data: bytes) -> bool:
+            return executor.submit(data, judge).result().interesting
+
+        ws = _choose_workspace(text, judged, settings.verify)
         strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
-        input_size = Size(ws.size.ops if text == original_text else _ops_of(original_text), len(original_text.encode()))
+        input_size = Size(ws.size.ops if text == original_text else _ops_of(original_text),
+                          len(original_text.encode()))
         log.info(
             "reducing %s (%s) as %s with %d workers, check timeout %.1f s",
             settings.input, ws.size, ws.mode, settings.jobs, timeout,
         )
+        replaying = [holds]
 
         def improved(candidate: Candidate) -> None:
-            write_atomically(output, candidate.data)
+            history.append(candidate.data.decode())
+            if replaying[0] is not None:
+                if key(candidate.data) == replaying[0]:
+                    replaying[0] = None
+                return
+            if floor[0] is not None:
+                if len(candidate.data) > floor[0]:
+                    return
+                floor[0] = None
+            guard.write_output(candidate.data)
 
-        engine = Engine(ws, strategies, executor, improved, move_budget=settings.move_budget, oracle=oracle)
+        engine = Engine(ws, strategies, executor, improved, move_budget=settings.move_budget, oracle=judge)
         engine.stats.original = Size(ws.size.ops, len(text.encode()))  # as reduction started
+
+        def result(final: Verdict | None = None, flaky: str | None = None) -> Result:
+            return Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
+                          findings, oracle, final, input_size, flaky,
+                          state.path if state is not None and state.exists() else None)
+
         try:
             stats = engine.run()
         except KeyboardInterrupt:
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
-            raise Interrupted(Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
-                                     findings, oracle, None, input_size))
-        final_text = ws.program.text
+            raise Interrupted(result()) from None
+        # Nothing committed: keep the start as it was, not re-printed (which may be longer).
+        final_text = ws.program.text if len(history) > 1 and floor[0] is None else text
+        if ws.mode == "text":
+            final_text = _tidy_whitespace(final_text, judged, findings)
+            if final_text != history[-1]:
+                history.append(final_text)
+    except OSError as exc:
+        raise guard.environment_error(exc) from None
+    except UserError as exc:
+        if exc.code == EXIT_CHECK_CHANGED_FILES:
+            guard.restore_output()  # the workers are stopped now: a check still running may have written it again
+        raise
+    try:
         if settings.reduce_flags and getattr(oracle, "commands", ()):
-            flags = reduce_flags(oracle, final_text.encode(), executor)
+            flags = reduce_flags(oracle, final_text.encode(), inner)
             stats.oracle_calls += flags.checks
             oracle = flags.oracle
+            judge = RepeatOracle(oracle, settings.repeat) if settings.repeat > 1 else oracle
             findings.flags_removed = list(flags.removed)
             if flags.removed:
                 log.info("flags: %d not needed: %s", len(flags.removed), ", ".join(flags.removed))
@@ -351,20 +785,68 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
 
             def interesting(candidate: str) -> bool:
                 checks[0] += 1
-                return executor.run(candidate.encode(), oracle).interesting
+                return inner.run(candidate.encode(), judge).interesting
 
             final_text, done = upstream.clean(final_text, interesting)
             stats.oracle_calls += checks[0]
             findings.for_upstream = done
             log.info("for upstream: %s", ", ".join(done) or "nothing could be changed")
-            write_atomically(output, final_text.encode())
-    final = run_check(oracle, final_text.encode())
+            if final_text != history[-1]:
+                history.append(final_text)
+    except OSError as exc:
+        raise guard.environment_error(exc) from None
+    if guard.good != final_text.encode():
+        guard.write_output(final_text.encode())
+
+    rechecks = _Rechecks(judge, journal, guard)
     stats.final = Size(stats.final.ops, len(final_text.encode()))
     stats.oracle_calls += findings.workflow_checks
-    result = Result(output, ws.mode, stats, time.monotonic() - start, timeout, verdict.seconds, findings, oracle, final, input_size)
-    if not final.interesting:
-        raise Flaky(result)
-    return result
+    try:
+        confirmed = rechecks.confirm(final_text.encode(), FINAL_CONFIRM)
+        kept = None
+        if not confirmed:
+            for candidate in reversed(list(dict.fromkeys(history[:-1]))):
+                if rechecks.confirm(candidate.encode(), WALKBACK_CONFIRM):
+                    kept = candidate
+                    break
+    except KeyboardInterrupt:
+        raise Interrupted(result()) from None
+    flaky = None
+    if not confirmed:
+        how = (f"{output} holds the last program that passed {WALKBACK_CONFIRM} re-checks in a row"
+               if kept is not None else
+               f"no program the run committed passed {WALKBACK_CONFIRM} re-checks in a row; {output} holds the one it started from")
+        kept = kept if kept is not None else history[0]
+        guard.write_output(kept.encode())
+        final_text = kept
+        stats.final = Size(None, len(kept.encode()))
+        seen = f"{rechecks.failures} of {rechecks.runs} re-checks of programs it had passed failed"
+        if flaky_start:
+            seen += f", and {flaky_start}"
+        flaky = (f"{seen} (a flip rate of about {100.0 * rechecks.failures / max(rechecks.runs, 1):.0f}%); "
+                 f"{how} ({len(kept.encode())} bytes)")
+    elif flaky_start:
+        findings.notes.append(f"the check looked flaky at the start ({flaky_start}); the result passed "
+                              f"{FINAL_CONFIRM} re-checks")
+    final = rechecks.last if rechecks.last is not None else Verdict(confirmed, 0 if confirmed else 1)
+    if state is not None:
+        state.remove()
+    res = result(final, flaky)
+    if flaky is not None:
+        raise Flaky(res)
+    return res
+
+
+def _tidy_whitespace(text: str, judged: Callable[[bytes], bool], findings: Findings) -> str:
+    """Text mode leaves the whitespace between the tokens it kept; collapse its runs
+    (then, failing that, only blank lines and the ends) where that stays interesting."""
+    collapsed = re.sub(r"[ \t]+", " ", re.sub(r"\s*\n\s*", "\n", text)).strip() + "\n"
+    ends = re.sub(r"\n\s*\n", "\n", text.strip()) + "\n"
+    for candidate in (collapsed, ends):
+        if len(candidate) < len(text) and judged(candidate.encode()):
+            findings.notes.append(f"collapsed whitespace ({len(text)} -> {len(candidate)} bytes)")
+            return candidate
+    return text
 
 
 def _ops_of(text: str) -> int | None:

@@ -61,24 +61,31 @@ def test_cache_means_no_text_is_checked_twice(tmp_path: Path):
     log = tmp_path / "seen"
     _, result = reduce(tmp_path, chain(40, keep=10), f'md5sum < "$1" >> {log}; grep -q math.exp "$1"')
     seen = log.read_text().splitlines()
-    # the original, its re-printed form and the final re-check are run directly; the rest
-    # once each, but a speculative check cancelled before it started never ran
-    ran = len(seen) - 3
-    assert result.stats.oracle_calls - result.stats.cancelled_checks <= ran <= result.stats.oracle_calls
-    assert len(set(seen[2:-1])) == len(seen[2:-1])
+    # the original (twice), its re-printed form and the final program (three times) are
+    # checked directly; the rest once each, but a speculative check cancelled before it
+    # started never ran
+    direct = seen[:3] + seen[-3:]
+    engine = seen[3:-3]
+    assert len(set(seen[:2])) == 1 and len(set(seen[-3:])) == 1
+    assert result.stats.oracle_calls - result.stats.cancelled_checks <= len(engine) <= result.stats.oracle_calls
+    # A cancelled check may run again when a decision needs it after all (a move that
+    # was undone); nothing else is checked twice.
+    assert len(engine) - len(set(engine)) <= result.stats.cancelled_checks
+    assert len(direct) == 6
     assert result.stats.cache_hits > 0
 
 
 def test_best_so_far_is_written_at_every_improvement(tmp_path: Path):
     sizes = tmp_path / "sizes"
     out_path = tmp_path / "out-j2.mlir"
-    check = f'wc -c < {out_path} >> {sizes}; grep -q math.exp "$1"'
+    check = f'if [ -e {out_path} ]; then wc -c < {out_path} >> {sizes}; fi; grep -q math.exp "$1"'
     out, result = reduce(tmp_path, chain(64, keep=50), check)
     original = len(chain(64, keep=50).encode())
     seen = [int(x) for x in sizes.read_text().split()]
-    assert seen[0] == original  # the input's copy is there from the start
-    improved = [x for x in seen if x != original]  # then it shrinks (in MLIR's canonical form)
-    assert len(set(improved)) >= 3 and improved == sorted(improved, reverse=True)
+    # The output is not written before the first improvement (an earlier result there
+    # would be lost), then it only shrinks, whatever order speculative checks ran in.
+    assert original not in seen
+    assert len(set(seen)) >= 3 and seen == sorted(seen, reverse=True)
     assert len(out.encode()) == result.stats.final.bytes
 
 
