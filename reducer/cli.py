@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
+import difflib
 import logging
-import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import click
@@ -15,8 +17,11 @@ import multiprocessing_logging
 from rich.console import Console
 from rich.table import Table
 
-from reducer import session
-from reducer.session import EXIT_CODES, Flaky, Interrupted, Result, Settings, UserError
+from reducer import api, progress, session
+from reducer.session import EXIT_CODES, Result, Settings, UserError
+
+#: The defaults live once, in Settings; the options show them.
+DEFAULTS = {f.name: f.default for f in attrs.fields(Settings)}
 
 HELP = """Reduce INPUT (an .mlir file) to a smaller program that is still interesting.
 
@@ -63,9 +68,20 @@ def _names(value: str | None) -> list[str] | None:
     return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
 
 
+def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.resources import files
+
+    click.echo(files("reducer.schemas").joinpath(f"{value}-schema.json").read_text(), nl=False)
+    ctx.exit(0)
+
+
 @click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True))
-@click.option("--check", "-c", "check", type=click.Path(), help="Interestingness script: exit 0 = still interesting (or use --compile).")
+@click.version_option(package_name="ireereduce", prog_name="ireereduce")
+@click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True, allow_dash=True))
+@click.option("--check", "--test", "-c", "check", type=click.Path(), help="Interestingness script: exit 0 = still interesting (or use --compile). --test is llvm-reduce's name; a script given with arguments in one string is split.")
+@click.option("--test-arg", "test_args", multiple=True, metavar="ARG", help="An argument for the check, after the candidate's path (repeatable, as in llvm-reduce).")
 @click.option("--compile", "compile_", metavar="COMMAND", help="Built-in oracle: interesting while this command ({input} = the candidate) fails the way it fails on the original.")
 @click.option("--expect-error", metavar="REGEX", help="With --compile: stderr must also match REGEX.")
 @click.option("--expect-crash", is_flag=True, help="With --compile: the compiler must crash (a signal or an LLVM stack dump).")
@@ -73,10 +89,10 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--mismatch", is_flag=True, help="Built-in oracle: --compile and --against build two modules ({output}); interesting while iree-run-module's outputs differ.")
 @click.option("--against", metavar="COMMAND", help="The second configuration: for --mismatch, or the fast side of --slower-than-factor.")
 @click.option("--backends", metavar="A,B", help="Shorthand for --mismatch between two llvm-cpu/vmvx style local backends.")
-@click.option("--run", "runner", default="iree-run-module --device=local-task", show_default=True, help="How --mismatch runs a module.")
+@click.option("--run", "runner", default=DEFAULTS["runner"], show_default=True, help="How --mismatch runs a module.")
 @click.option("--function", help="With --mismatch: the function to run [default: main, else the first export].")
-@click.option("--rtol", type=float, default=1e-3, show_default=True, help="With --mismatch: relative tolerance.")
-@click.option("--atol", type=float, default=1e-4, show_default=True, help="With --mismatch: absolute tolerance.")
+@click.option("--rtol", type=float, default=DEFAULTS["rtol"], show_default=True, help="With --mismatch: relative tolerance.")
+@click.option("--atol", type=float, default=DEFAULTS["atol"], show_default=True, help="With --mismatch: absolute tolerance.")
 @click.option("--slower-than", type=click.FloatRange(min=0), metavar="SECONDS", help="Built-in oracle: interesting while --compile takes longer than this (measured again near the limit).")
 @click.option("--slower-than-factor", type=click.FloatRange(min=1), metavar="N", help="Built-in oracle: interesting while --compile takes N times longer than --against.")
 @click.option("--phases/--no-phases", default=True, show_default=True, help="With an iree-compile --compile: find the phase where the failure appears and stop each check there.")
@@ -85,15 +101,22 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--reduce-flags/--no-reduce-flags", default=True, show_default=True, help="With a built-in oracle: afterwards drop the compiler flags (and pipeline passes) the failure does not need.")
 @click.option("--for-upstream", is_flag=True, help="Finally rename symbols, strip locations, discardable attributes and dense_resource blobs (each kept only if still interesting).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a ready-to-file Markdown bug report here.")
-@click.option("--report-json", type=click.Path(dir_okay=False), help="Write the report as JSON (schema: docs/report-schema.json).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir].")
+@click.option("--report-json", type=click.Path(dir_okay=False), help="Write the report as JSON (schema: ireereduce --print-schema report).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir; required when INPUT is -, stdin].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
 @click.option("--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself).")
-@click.option("--batch", type=click.IntRange(min=1), default=session.DEFAULT_BATCH, show_default=True, help="Candidates judged together before committing; the output depends on it, never on -j.")
-@click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply).")
+@click.option("--batch", type=click.IntRange(min=1), default=DEFAULTS["batch"], show_default=True, help="Candidates judged together before committing; the output depends on it, never on -j.")
+@click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply; llvm-reduce's names operands-zero, operands-to-args, operands-skip, arguments, ir-passes work too).")
 @click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
-@click.option("--moves", "move_budget", type=click.IntRange(min=0), default=session.DEFAULT_MOVE_BUDGET, show_default=True, help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).")
+@click.option("--moves", "move_budget", type=click.IntRange(min=0), default=DEFAULTS["move_budget"], show_default=True, help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).")
+@click.option("--max-time", type=click.FloatRange(min=0), metavar="SECONDS", help=f"Stop after this long with the best so far (exit {session.EXIT_STOPPED}).")
+@click.option("--max-checks", type=click.IntRange(min=0), metavar="N", help=f"Stop after this many checks with the best so far (exit {session.EXIT_STOPPED}).")
+@click.option("--trivial-is-error", is_flag=True, help=f"Exit {session.EXIT_TRIVIAL} when the result is trivial (an empty module, a function that only returns): the check is too loose.")
+@click.option("--print-diff", is_flag=True, help="Print each accepted step as a unified diff (stdout).")
+@click.option("--progress-json", metavar="FILE|-", help="Write progress events as JSON lines here (- for stdout; schema: ireereduce --print-schema progress).")
+@click.option("--heartbeat", type=click.FloatRange(min=0.1), default=progress.HEARTBEAT_SECONDS, show_default=True, metavar="SECONDS", help="Silence before a status line when stderr is not a terminal (and a heartbeat event).")
+@click.option("--print-schema", type=click.Choice(["report", "stats", "progress"]), expose_value=False, is_eager=True, callback=_print_schema, help="Print the JSON schema of --report-json, --stats-json or --progress-json and exit.")
 @click.option("--list-strategies", is_flag=True, expose_value=False, is_eager=True, callback=_list_strategies, help="List the strategies and exit.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Also write the full log (all workers) here.")
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the run's numbers (sizes, checks, engine vs check time, per strategy) here as JSON.")
@@ -103,6 +126,7 @@ def _names(value: str | None) -> list[str] | None:
 def main(
     input_file: str,
     check: str | None,
+    test_args: tuple[str, ...],
     compile_: str | None,
     expect_error: str | None,
     expect_crash: bool,
@@ -131,6 +155,12 @@ def main(
     only: str | None,
     skip: str | None,
     move_budget: int,
+    max_time: float | None,
+    max_checks: int | None,
+    trivial_is_error: bool,
+    print_diff: bool,
+    progress_json: str | None,
+    heartbeat: float,
     log_file: str | None,
     stats_json: str | None,
     verbose: int,
@@ -139,73 +169,91 @@ def main(
 ) -> None:
     _setup_logging(verbose, quiet, log_file)
     _stop_on_signals()
-    timing = slower_than is not None or slower_than_factor is not None
     if backends:
         compile_, against, mismatch = _backends(backends, compile_)
-    settings = Settings(
-        input=input_file,
-        check=check,
-        compile=compile_,
-        against=against,
-        mismatch=mismatch,
-        runner=runner,
-        function=function,
-        rtol=rtol,
-        atol=atol,
-        slower_than=slower_than,
-        slower_than_factor=slower_than_factor,
-        expect_error=expect_error,
-        expect_crash=expect_crash,
-        allow_slippage=allow_slippage,
-        phases=phases,
-        from_phase_dump=from_phase_dump,
-        isolate_dispatch=isolate_dispatch,
-        reduce_flags=reduce_flags,
-        for_upstream=for_upstream,
-        report=report,
-        report_json=report_json,
-        output=output,
-        jobs=jobs or (1 if timing else os.cpu_count() or 1),
-        timeout=timeout,
-        verify=not no_verify,
-        batch=batch,
-        strategies=_names(only),
-        skip_strategies=_names(skip) or (),
-        move_budget=move_budget,
+    source: str | Path = Path(input_file)
+    if input_file == "-":
+        if not output:
+            _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
+        source = sys.stdin.read()
+    options = dict(
+        check=check, test_args=test_args, compile=compile_, against=against, mismatch=mismatch, runner=runner,
+        function=function, rtol=rtol, atol=atol, slower_than=slower_than, slower_than_factor=slower_than_factor,
+        expect_error=expect_error, expect_crash=expect_crash, allow_slippage=allow_slippage, phases=phases,
+        from_phase_dump=from_phase_dump, isolate_dispatch=isolate_dispatch, reduce_flags=reduce_flags,
+        for_upstream=for_upstream, report=report, report_json=report_json, output=output, jobs=jobs,
+        timeout=timeout, verify=not no_verify, batch=batch, strategies=_names(only),
+        skip_strategies=_names(skip) or (), move_budget=move_budget, max_time=max_time, max_checks=max_checks,
+        stats_json=stats_json,
     )
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-    try:
-        result = session.reduce_file(settings)
-    except UserError as exc:
-        click.echo(f"ireereduce: error: {exc}", err=True)
-        sys.exit(exc.code)
-    except Interrupted as exc:
-        _summary(console, exc.result)
-        _write_stats(stats_json, exc.result, "interrupted")
-        _write_reports(settings, exc.result, "interrupted")
-        click.echo(f"ireereduce: interrupted; the smallest interesting program so far is in {exc.result.output}", err=True)
-        sys.exit(session.EXIT_INTERRUPTED)
-    except Flaky as exc:
-        _summary(console, exc.result)
-        _write_stats(stats_json, exc.result, "flaky")
-        _write_reports(settings, exc.result, "flaky")
+    monitor = progress.Monitor(heartbeat=heartbeat)
+    with contextlib.ExitStack() as stack:
+        if progress_json:
+            stream = sys.stdout if progress_json == "-" else stack.enter_context(open(progress_json, "w"))
+            monitor.listeners.append(progress.JsonLines(stream, monitor.started))
+        if print_diff:
+            monitor.on_candidate.append(_diff_printer(monitor))
+        if not quiet and sys.stderr.isatty():
+            stack.enter_context(progress.LiveStatus(monitor, console))
+        elif not quiet:
+            monitor.listeners.append(progress.HeartbeatLine(monitor, lambda line: click.echo(line, err=True)))
+        try:
+            done = api.reduce(source, monitor=monitor, **options)
+        except UserError as exc:
+            stack.close()
+            _fail(exc.code, str(exc))
+        except KeyboardInterrupt:
+            stack.close()
+            click.echo("ireereduce: interrupted before reduction started", err=True)
+            sys.exit(session.EXIT_INTERRUPTED)
+        except Exception as exc:
+            if debug:
+                raise
+            stack.close()
+            click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
+            sys.exit(session.EXIT_INTERNAL)
+    _summary(console, done.result)
+    code = api.EXIT_OF_STATUS[done.status]
+    if done.status == "interrupted":
+        click.echo(f"ireereduce: interrupted; the smallest interesting program so far is in {done.output}", err=True)
+    elif done.status == "stopped":
+        click.echo(f"ireereduce: stopped ({done.reason}); the smallest interesting program so far is in {done.output}", err=True)
+    elif done.status == "flaky":
         click.echo(
-            f"ireereduce: error: the reduced program in {exc.result.output} was not interesting when checked again; "
+            f"ireereduce: error: the reduced program in {done.output} was not interesting when checked again; "
             "the check is flaky (make it deterministic, or raise --timeout)",
             err=True,
         )
-        sys.exit(session.EXIT_FLAKY)
-    except KeyboardInterrupt:
-        click.echo("ireereduce: interrupted before reduction started", err=True)
-        sys.exit(session.EXIT_INTERRUPTED)
-    except Exception as exc:
-        if debug:
-            raise
-        click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
-        sys.exit(session.EXIT_INTERNAL)
-    _summary(console, result)
-    _write_stats(stats_json, result, "done")
-    _write_reports(settings, result, "reduced")
+    if done.trivial:
+        click.echo(
+            f"ireereduce: {'error' if trivial_is_error else 'warning'}: the result is trivial (an empty module or a "
+            "function that only returns); the check probably accepts programs without the bug "
+            "(make it look for the failure, e.g. grep the error message)",
+            err=True,
+        )
+        if trivial_is_error and code == session.EXIT_OK:
+            code = session.EXIT_TRIVIAL
+    sys.exit(code)
+
+
+def _fail(code: int, message: str) -> None:
+    click.echo(f"ireereduce: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _diff_printer(monitor: progress.Monitor) -> Callable[[Any], None]:
+    """--print-diff: each accepted step against the one before, as `diff -u` shows it."""
+    previous: list[str | None] = [None]
+
+    def show(candidate: Any) -> None:
+        before = previous[0] if previous[0] is not None else monitor.start_text or ""
+        previous[0] = candidate.text
+        diff = difflib.unified_diff(before.splitlines(keepends=True), candidate.text.splitlines(keepends=True),
+                                    "before", f"after {candidate.strategy}")
+        click.echo("".join(diff), nl=False)
+
+    return show
 
 
 def _backends(value: str, flags: str | None) -> tuple[str, str, bool]:
@@ -225,18 +273,6 @@ def _backends(value: str, flags: str | None) -> tuple[str, str, bool]:
     return command(names[0]), command(names[1]), True
 
 
-def _write_reports(settings: Settings, result: Result, status: str) -> None:
-    if not (settings.report or settings.report_json):
-        return
-    from reducer import report
-
-    data = report.build(result, settings.input, status)
-    if settings.report:
-        session.write_atomically(settings.report, report.to_markdown(data).encode())
-    if settings.report_json:
-        session.write_atomically(settings.report_json, report.to_json(data).encode())
-
-
 def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -249,20 +285,26 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def _write_stats(path: str | None, result: Result, status: str) -> None:
-    """Machine-readable numbers for benchmarks and bots; the summary table is for people."""
-    if not path:
-        return
-    data = attrs.asdict(result.stats)
-    data.update(status=status, mode=result.mode, output=str(result.output), seconds=result.seconds)
-    Path(path).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is now, so log lines go above the live status."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
 
 
 def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose >= 2 else logging.INFO
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if log_file else level)
-    console = logging.StreamHandler(sys.stderr)
+    console = _StderrHandler()
     console.setLevel(level)
     console.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     root.addHandler(console)

@@ -18,14 +18,15 @@ from collections.abc import Sequence
 import attrs
 
 from reducer import ir as irutil
-from reducer import dispatch, phases, upstream
+from reducer import dispatch, limits, phases, upstream
 from reducer.engine import DEFAULT_BATCH, DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
 from reducer.flags import reduce_flags
 from reducer.oracle import Oracle, ScriptOracle, Verdict
 from reducer.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
 from reducer.oracles.command import Command, CommandError
-from reducer.strategy import Strategy, discover
+from reducer.progress import Monitor
+from reducer.strategy import Strategy, canonical_name, discover
 from reducer.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ EXIT_BAD_CHECK = 4
 EXIT_NOT_INTERESTING = 5
 EXIT_CHECK_HANGS = 6
 EXIT_FLAKY = 7
+EXIT_STOPPED = 8
+EXIT_TRIVIAL = 9
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -49,6 +52,8 @@ EXIT_CODES = {
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
     EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
     EXIT_FLAKY: "the reduced output was not interesting when re-checked (flaky check)",
+    EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
+    EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
 
@@ -64,10 +69,16 @@ class UserError(Exception):
 
 @attrs.define
 class Settings:
-    input: str
+    """Everything one reduction needs. These defaults are the only ones: the CLI and
+    `reducer.reduce` both take theirs from here."""
+
+    input: str  # a path; with `text`, only the name the input goes by ("-" for stdin)
     check: str | None = None  # the user's script; or one of the built-in oracles below
+    test_args: Sequence[str] = ()  # appended to the check's arguments after the candidate's path
+    text: str | None = None  # the input itself, when it is not read from `input`
+    oracle: Oracle | None = None  # a ready-made oracle (Python API), instead of check/compile
     output: str | None = None
-    jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)
+    jobs: int | None = None  # None: the number of CPUs, or 1 for timing oracles (see workers())
     timeout: float | None = None
     verify: bool = True
     batch: int = DEFAULT_BATCH
@@ -96,6 +107,16 @@ class Settings:
     for_upstream: bool = False
     report: str | None = None
     report_json: str | None = None
+    max_time: float | None = None  # seconds for the whole run; then stop with the best so far
+    max_checks: int | None = None  # checks the reduction may run; then stop likewise
+
+    def workers(self) -> int:
+        """Parallel checks: as many as CPUs, but one when the oracle measures time, so
+        checks do not compete for the cores they are timing."""
+        if self.jobs is not None:
+            return self.jobs
+        timing = self.slower_than is not None or self.slower_than_factor is not None
+        return 1 if timing else os.cpu_count() or 1
 
 
 @attrs.define
@@ -184,6 +205,8 @@ def run_check(oracle: Oracle, data: bytes) -> Verdict:
 
 def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]) -> list[Strategy]:
     available = discover()
+    only = None if only is None else [canonical_name(n) for n in only]
+    skip = [canonical_name(n) for n in skip]
     unknown = [n for n in list(only or []) + list(skip) if n not in available]
     if unknown:
         raise UserError(
@@ -217,6 +240,10 @@ def _choose_workspace(text: str, oracle: Oracle, verify: bool) -> Workspace:
 
 def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     """The user's check script, or the built-in oracle the flags describe."""
+    if settings.oracle is not None:
+        if settings.check is not None or settings.compile is not None:
+            raise UserError(EXIT_USAGE, "give an oracle, a check script or a compile command, not several")
+        return settings.oracle.with_timeout(timeout)
     if (settings.check is None) == (settings.compile is None):
         raise UserError(EXIT_USAGE, "give exactly one of --check SCRIPT or --compile COMMAND")
     if settings.check is not None:
@@ -225,7 +252,8 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
                             ("--expect-error", settings.expect_error), ("--expect-crash", settings.expect_crash)):
             if value:
                 raise UserError(EXIT_USAGE, f"{flag} goes with --compile, not with --check")
-        return ScriptOracle(check_script(settings.check), basename, timeout)
+        script, args = _script_and_args(settings.check)
+        return ScriptOracle(check_script(script), basename, timeout, args + tuple(settings.test_args))
     timing = settings.slower_than is not None or settings.slower_than_factor is not None
     try:
         command = parse_command(settings.compile or "", needs_output=settings.mismatch)
@@ -257,13 +285,34 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     return CompileOracle(command, basename, timeout, settings.expect_error, settings.expect_crash, settings.allow_slippage)
 
 
-def reduce_file(settings: Settings, executor_factory: type[Executor] | None = None) -> Result:
+def _script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
+    """`-c "./check.sh math.exp"`: a check given with its arguments, as Shrink Ray takes it.
+    Split only when the whole string names no file and its first word does."""
+    if os.path.exists(check):
+        return check, ()
+    try:
+        words = shlex.split(check)
+    except ValueError:
+        return check, ()
+    if len(words) > 1 and os.path.isfile(words[0]):
+        return words[0], tuple(words[1:])
+    return check, ()
+
+
+def reduce_file(
+    settings: Settings, executor_factory: type[Executor] | None = None, monitor: Monitor | None = None
+) -> Result:
     start = time.monotonic()
-    text = read_input(settings.input)
+    monitor = monitor or Monitor()
+    settings = attrs.evolve(settings, jobs=settings.workers())
+    text = settings.text if settings.text is not None else read_input(settings.input)
+    if settings.text is not None and not settings.output:
+        raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
     output = settings.output or default_output(settings.input)
-    if os.path.exists(output) and os.path.samefile(output, settings.input):
+    if settings.text is None and os.path.exists(output) and os.path.samefile(output, settings.input):
         raise UserError(EXIT_USAGE, "the output path is the input; ireereduce never overwrites its input (use -o)")
-    basename = os.path.basename(settings.input)
+    basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
+    monitor.phase("checking the original")
 
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if isinstance(first, SlowCompileOracle) and settings.timeout is None:
@@ -290,6 +339,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
         log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
                  " (slippage allowed)" if settings.allow_slippage else "")
     original_text = text
+    monitor.phase("triage")
     text, oracle = _workflows(settings, text, oracle, findings)
     write_atomically(output, text.encode())
 
@@ -298,7 +348,9 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     with factory(oracle, settings.jobs) as executor:  # type: ignore[call-arg]
         ws = _choose_workspace(text, oracle, settings.verify)
         strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
-        input_size = Size(ws.size.ops if text == original_text else _ops_of(original_text), len(original_text.encode()))
+        # Sizes everywhere (log, summary, report) measure the program as ireereduce prints
+        # it, so the first improvement compares like with like, not with the input's spelling.
+        input_size = ws.size if text == original_text else _size_of(original_text)
         log.info(
             "reducing %s (%s) as %s with %d workers, check timeout %.1f s",
             settings.input, ws.size, ws.mode, settings.jobs, timeout,
@@ -306,15 +358,23 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
 
         def improved(candidate: Candidate) -> None:
             write_atomically(output, candidate.data)
+            monitor.improve(candidate)
 
-        engine = Engine(ws, strategies, executor, improved, batch=settings.batch, move_budget=settings.move_budget)
-        engine.stats.original = Size(ws.size.ops, len(text.encode()))  # as reduction started
+        limited = limits.Limited(executor, start, settings.max_time, settings.max_checks)
+        engine = Engine(ws, strategies, limited, improved, batch=settings.batch, move_budget=settings.move_budget)
+        engine.stats.original = ws.size  # as reduction started
+        monitor.start(input_size, ws.size, ws.mode, settings.jobs, timeout, ws.program.text)
         try:
-            stats = engine.run()
-        except KeyboardInterrupt:
+            with monitor.watching(engine):
+                stats = engine.run()
+        except (KeyboardInterrupt, limits.Stopped) as exc:
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
-            raise Interrupted(Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
-                                     findings, oracle, None, input_size))
+            result = Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
+                            findings, oracle, None, input_size)
+            if isinstance(exc, limits.Stopped):
+                raise LimitReached(result, exc.reason) from None
+            raise Interrupted(result) from None
+        monitor.phase("finishing")
         final_text = ws.program.text
         if settings.reduce_flags and getattr(oracle, "commands", ()):
             flags = reduce_flags(oracle, final_text.encode(), settings.jobs)
@@ -344,12 +404,14 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
     return result
 
 
-def _ops_of(text: str) -> int | None:
-    """The input's op count, for reports, when a workflow started the reduction elsewhere."""
+def _size_of(text: str) -> Size:
+    """The input's size as the workspace would measure it, for reports, when a workflow
+    started the reduction elsewhere."""
     try:
-        return irutil.count_ops(irutil.parse(text, irutil.new_context()).operation)
+        module = irutil.parse(text, irutil.new_context())
     except irutil.ParseError:
-        return None
+        return Size(None, len(text.encode()))
+    return Size(irutil.count_ops(module.operation), len(irutil.to_text(module.operation, irutil.PrintOptions(), verified=False).encode()))
 
 
 def _workflows(settings: Settings, text: str, oracle: Oracle, findings: Findings) -> tuple[str, Oracle]:
@@ -396,6 +458,14 @@ def _workflows(settings: Settings, text: str, oracle: Oracle, findings: Findings
 class Interrupted(Exception):
     def __init__(self, result: Result) -> None:
         self.result = result
+
+
+class LimitReached(Interrupted):
+    """--max-time or --max-checks ran out: the output holds the best so far."""
+
+    def __init__(self, result: Result, reason: str) -> None:
+        super().__init__(result)
+        self.reason = reason
 
 
 class Flaky(Exception):
