@@ -319,8 +319,13 @@ def _summary(console: Console, result: Result) -> None:
     s = result.stats
     original, final = s.original, s.final
     table = Table(title=f"ireereduce: {result.output}", title_justify="left", show_edge=False)
+    # The names are what --skip-strategies takes: never cut them (headers and numbers fold instead).
+    longest = max((len(n) for n in s.per_strategy), default=8)
     for col in ("strategy", "tried", "not valid", "not smaller", "checks", "cache hits", "accepted", "bytes saved"):
-        table.add_column(col, justify="left" if col == "strategy" else "right")
+        if col == "strategy":
+            table.add_column(col, justify="left", no_wrap=True, min_width=longest)
+        else:
+            table.add_column(col, justify="right", overflow="fold")
     for name, st in s.per_strategy.items():
         if not st.candidates:
             continue

@@ -157,7 +157,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# {report['title']}",
         "",
-        f"Reduced by ireereduce {report['versions']['ireereduce']} from `{report['input']}` "
+        f"Reduced by ireereduce {report['versions']['ireereduce']} from `{os.path.basename(report['input'])}` "
         f"({size(before)}) to {size(after)}, in {report['seconds']:.0f} s and {report['oracle_calls']} oracle calls.",
         "",
         "## Reproducer",
