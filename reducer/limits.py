@@ -9,9 +9,12 @@ is that hook.)
 from __future__ import annotations
 
 import concurrent.futures
+import inspect
 import time
+from collections.abc import Callable
 from typing import Any
 
+from reducer import engine as engine_module
 from reducer.executor import Executor
 from reducer.oracle import Verdict
 
@@ -54,3 +57,17 @@ class Limited(Executor):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+#: What a stop looks like: ours, and the engine's own once it has one.
+STOPPED: tuple[type[BaseException], ...] = (Stopped,) + (
+    (engine_module.Stopped,) if isinstance(getattr(engine_module, "Stopped", None), type) else ()
+)
+
+
+def engine_hooks(engine_class: type, on_event: Callable[..., None], should_stop: Callable[[], str | None]) -> dict[str, Any]:
+    """The engine's on_event/should_stop hooks, for an engine that takes them (the
+    executor wrapper above covers one that does not yet)."""
+    params = inspect.signature(engine_class).parameters
+    hooks = {"on_event": on_event, "should_stop": should_stop}
+    return {name: hook for name, hook in hooks.items() if name in params}

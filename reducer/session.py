@@ -361,18 +361,19 @@ def reduce_file(
             monitor.improve(candidate)
 
         limited = limits.Limited(executor, start, settings.max_time, settings.max_checks)
-        engine = Engine(ws, strategies, limited, improved, batch=settings.batch, move_budget=settings.move_budget)
+        engine = Engine(ws, strategies, limited, improved, batch=settings.batch, move_budget=settings.move_budget,
+                        **limits.engine_hooks(Engine, monitor.engine_event, limited.reason))
         engine.stats.original = ws.size  # as reduction started
         monitor.start(input_size, ws.size, ws.mode, settings.jobs, timeout, ws.program.text)
         try:
             with monitor.watching(engine):
                 stats = engine.run()
-        except (KeyboardInterrupt, limits.Stopped) as exc:
+        except (KeyboardInterrupt, *limits.STOPPED) as exc:
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
             result = Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
                             findings, oracle, None, input_size)
-            if isinstance(exc, limits.Stopped):
-                raise LimitReached(result, exc.reason) from None
+            if isinstance(exc, limits.STOPPED):
+                raise LimitReached(result, getattr(exc, "reason", str(exc))) from None
             raise Interrupted(result) from None
         monitor.phase("finishing")
         final_text = ws.program.text
