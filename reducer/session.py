@@ -74,9 +74,6 @@ class Settings:
 
     input: str  # a path; with `text`, only the name the input goes by ("-" for stdin)
     check: str | None = None  # the user's script; or one of the built-in oracles below
-    test_args: Sequence[str] = ()  # appended to the check's arguments after the candidate's path
-    text: str | None = None  # the input itself, when it is not read from `input`
-    oracle: Oracle | None = None  # a ready-made oracle (Python API), instead of check/compile
     output: str | None = None
     jobs: int | None = None  # None: the number of CPUs, or 1 for timing oracles (see workers())
     timeout: float | None = None
@@ -109,6 +106,10 @@ class Settings:
     report_json: str | None = None
     max_time: float | None = None  # seconds for the whole run; then stop with the best so far
     max_checks: int | None = None  # checks the reduction may run; then stop likewise
+    # After the fields older callers pass by position.
+    test_args: Sequence[str] = ()  # appended to the check's arguments after the candidate's path
+    text: str | None = None  # the input itself, when it is not read from `input`
+    oracle: Oracle | None = None  # a ready-made oracle (Python API), instead of check/compile
 
     def workers(self) -> int:
         """Parallel checks: as many as CPUs, but one when the oracle measures time, so
