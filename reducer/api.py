@@ -109,6 +109,9 @@ def reduce(
     except UserError as exc:
         monitor.finish("error", code=exc.code, message=str(exc))
         raise
+    except Exception as exc:  # a bot tailing the stream must see the end of the run too
+        monitor.finish("error", code=session.EXIT_INTERNAL, message=f"internal error: {type(exc).__name__}: {exc}")
+        raise
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
