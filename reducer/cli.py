@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
+import difflib
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import attrs
 import click
@@ -14,8 +18,11 @@ import multiprocessing_logging
 from rich.console import Console
 from rich.table import Table
 
-from reducer import session
-from reducer.session import EXIT_CODES, Flaky, Interrupted, Result, Settings, UserError
+from reducer import api, progress, session
+from reducer.session import EXIT_CODES, Result, Settings, UserError
+
+#: The defaults live once, in Settings; the options show them.
+DEFAULTS = {f.name: f.default for f in attrs.fields(Settings)}
 
 HELP = """Reduce INPUT (an .mlir file) to a smaller program that is still interesting.
 
@@ -76,9 +83,20 @@ def _names(value: str | None) -> list[str] | None:
     return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
 
 
+def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.resources import files
+
+    click.echo(files("reducer.schemas").joinpath(f"{value}-schema.json").read_text(), nl=False)
+    ctx.exit(0)
+
+
 @click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True))
-@click.option("--check", "-c", "check", type=click.Path(), help="Interestingness script: exit 0 = still interesting (or use --compile).")
+@click.version_option(package_name="ireereduce", prog_name="ireereduce")
+@click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True, allow_dash=True))
+@click.option("--check", "--test", "-c", "check", type=click.Path(), help="Interestingness script: exit 0 = still interesting (or use --compile). --test is llvm-reduce's name; a script given with arguments in one string is split.")
+@click.option("--test-arg", "test_args", multiple=True, metavar="ARG", help="An argument for the check, after the candidate's path (repeatable, as in llvm-reduce).")
 @click.option("--compile", "compile_", metavar="COMMAND", help="Built-in oracle: interesting while this command ({input} = the candidate) fails the way it fails on the original.")
 @click.option("--expect-error", metavar="REGEX", help="With --compile: stderr must also match REGEX.")
 @click.option("--expect-crash", is_flag=True, help="With --compile: the compiler must crash (a signal or an LLVM stack dump).")
@@ -86,10 +104,10 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--mismatch", is_flag=True, help="Built-in oracle: --compile and --against build two modules ({output}); interesting while iree-run-module's outputs differ.")
 @click.option("--against", metavar="COMMAND", help="The second configuration: for --mismatch, or the fast side of --slower-than-factor.")
 @click.option("--backends", metavar="A,B", help="Shorthand for --mismatch between two llvm-cpu/vmvx style local backends.")
-@click.option("--run", "runner", default="iree-run-module --device=local-task", show_default=True, help="How --mismatch runs a module.")
+@click.option("--run", "runner", default=DEFAULTS["runner"], show_default=True, help="How --mismatch runs a module.")
 @click.option("--function", help="With --mismatch: the function to run [default: main, else the first export].")
-@click.option("--rtol", type=float, default=1e-3, show_default=True, help="With --mismatch: relative tolerance.")
-@click.option("--atol", type=float, default=1e-4, show_default=True, help="With --mismatch: absolute tolerance.")
+@click.option("--rtol", type=float, default=DEFAULTS["rtol"], show_default=True, help="With --mismatch: relative tolerance.")
+@click.option("--atol", type=float, default=DEFAULTS["atol"], show_default=True, help="With --mismatch: absolute tolerance.")
 @click.option("--slower-than", type=click.FloatRange(min=0), metavar="SECONDS", help="Built-in oracle: interesting while --compile takes longer than this (measured again near the limit).")
 @click.option("--slower-than-factor", type=click.FloatRange(min=1), metavar="N", help="Built-in oracle: interesting while --compile takes N times longer than --against.")
 @click.option("--phases/--no-phases", default=True, show_default=True, help="With an iree-compile --compile: find the phase where the failure appears and stop each check there.")
@@ -98,12 +116,12 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--reduce-flags/--no-reduce-flags", default=True, show_default=True, help="With a built-in oracle: afterwards drop the compiler flags (and pipeline passes) the failure does not need.")
 @click.option("--for-upstream", is_flag=True, help="Finally rename symbols, strip locations, discardable attributes and dense_resource blobs (each kept only if still interesting).")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a ready-to-file Markdown bug report here.")
-@click.option("--report-json", type=click.Path(dir_okay=False), help="Write the report as JSON (schema: docs/report-schema.json).")
+@click.option("--report-json", type=click.Path(dir_okay=False), help="Write the report as JSON (schema: ireereduce --print-schema report).")
 @click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True, help="Where checks run: worker processes here, or a Dask cluster (pip install 'ireereduce[dask]').")
 @click.option("--scheduler", metavar="ADDRESS", help="With --executor dask: a running scheduler (tcp://HOST:PORT) [default: start a local cluster with -j workers].")
 @click.option("--resources", metavar="NAME=N,...", help="With --executor dask: worker resources each check holds, e.g. GPU=1.")
 @click.option("--check-files", metavar="FILE,...", help="With --executor dask: files the check script needs, shipped with it to the workers.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir].")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir; required when INPUT is -, stdin].")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].")
 @click.option("--timeout", type=float, help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="A candidate is interesting only if the check passes it this many times in a row (for flaky checks).")
@@ -111,9 +129,16 @@ def _names(value: str | None) -> list[str] | None:
 @click.option("--state-dir", type=click.Path(file_okay=False), help="Where a run keeps what a rerun continues from after it is killed [default: OUTPUT.resume; removed when the run finishes].")
 @click.option("--no-state", is_flag=True, help="Keep no state: a killed run starts over.")
 @click.option("--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself).")
-@click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply).")
+@click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply; llvm-reduce's names operands-zero, operands-to-args, operands-skip, arguments, ir-passes work too).")
 @click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
-@click.option("--moves", "move_budget", type=click.IntRange(min=0), default=session.DEFAULT_MOVE_BUDGET, show_default=True, help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).")
+@click.option("--moves", "move_budget", type=click.IntRange(min=0), default=DEFAULTS["move_budget"], show_default=True, help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).")
+@click.option("--max-time", type=click.FloatRange(min=0), metavar="SECONDS", help=f"Stop after this long with the best so far (exit {session.EXIT_STOPPED}).")
+@click.option("--max-checks", type=click.IntRange(min=0), metavar="N", help=f"Stop after this many checks with the best so far (exit {session.EXIT_STOPPED}).")
+@click.option("--trivial-is-error", is_flag=True, help=f"Exit {session.EXIT_TRIVIAL} when the result is trivial (an empty module, a function that only returns): the check is too loose.")
+@click.option("--print-diff", is_flag=True, help="Print each accepted step as a unified diff (stdout).")
+@click.option("--progress-json", metavar="FILE|-", help="Write progress events as JSON lines here (- for stdout; schema: ireereduce --print-schema progress).")
+@click.option("--heartbeat", type=click.FloatRange(min=0.1), default=progress.HEARTBEAT_SECONDS, show_default=True, metavar="SECONDS", help="Silence before a status line when stderr is not a terminal (and a heartbeat event).")
+@click.option("--print-schema", type=click.Choice(["report", "stats", "progress"]), expose_value=False, is_eager=True, callback=_print_schema, help="Print the JSON schema of --report-json, --stats-json or --progress-json and exit.")
 @click.option("--list-strategies", is_flag=True, expose_value=False, is_eager=True, callback=_list_strategies, help="List the strategies and exit.")
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Also write the full log (all workers) here.")
 @click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the run's numbers (sizes, checks, engine vs check time, per strategy) here as JSON.")
@@ -123,6 +148,7 @@ def _names(value: str | None) -> list[str] | None:
 def main(
     input_file: str,
     check: str | None,
+    test_args: tuple[str, ...],
     compile_: str | None,
     expect_error: str | None,
     expect_crash: bool,
@@ -158,6 +184,12 @@ def main(
     only: str | None,
     skip: str | None,
     move_budget: int,
+    max_time: float | None,
+    max_checks: int | None,
+    trivial_is_error: bool,
+    print_diff: bool,
+    progress_json: str | None,
+    heartbeat: float,
     log_file: str | None,
     stats_json: str | None,
     verbose: int,
@@ -165,96 +197,105 @@ def main(
     debug: bool,
 ) -> None:
     _ensure_stderr()
-    timing = slower_than is not None or slower_than_factor is not None
+    try:  # before the log file is opened: it may be the input
+        session.check_paths(Settings(input=input_file, check=check, output=output, report=report,
+                                     report_json=report_json, stats_json=stats_json, log_file=log_file))
+    except UserError as exc:
+        _fail(exc.code, str(exc))
+    _setup_logging(verbose, quiet, log_file)
+    _stop_on_signals()
     if backends:
         compile_, against, mismatch = _backends(backends, compile_)
-    settings = Settings(
-        input=input_file,
-        check=check,
-        compile=compile_,
-        against=against,
-        mismatch=mismatch,
-        runner=runner,
-        function=function,
-        rtol=rtol,
-        atol=atol,
-        slower_than=slower_than,
-        slower_than_factor=slower_than_factor,
-        expect_error=expect_error,
-        expect_crash=expect_crash,
-        allow_slippage=allow_slippage,
-        phases=phases,
-        from_phase_dump=from_phase_dump,
-        isolate_dispatch=isolate_dispatch,
-        reduce_flags=reduce_flags,
-        for_upstream=for_upstream,
-        report=report,
-        report_json=report_json,
-        executor=executor,
-        scheduler=scheduler,
-        resources=_resources(resources),
-        check_files=_names(check_files) or (),
-        output=output,
-        jobs=jobs or (1 if timing else os.cpu_count() or 1),
-        timeout=timeout,
-        verify=not no_verify,
-        strategies=_names(only),
-        skip_strategies=_names(skip) or (),
-        move_budget=move_budget,
-        stats_json=stats_json,
-        log_file=log_file,
-        repeat=repeat,
-        fresh=fresh,
-        state_dir=state_dir,
-        no_state=no_state,
+    source: str | Path = Path(input_file)
+    if input_file == "-":
+        if not output:
+            _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
+        source = sys.stdin.read()
+    options = dict(
+        check=check, test_args=test_args, compile=compile_, against=against, mismatch=mismatch, runner=runner,
+        function=function, rtol=rtol, atol=atol, slower_than=slower_than, slower_than_factor=slower_than_factor,
+        expect_error=expect_error, expect_crash=expect_crash, allow_slippage=allow_slippage, phases=phases,
+        from_phase_dump=from_phase_dump, isolate_dispatch=isolate_dispatch, reduce_flags=reduce_flags,
+        for_upstream=for_upstream, report=report, report_json=report_json, output=output, jobs=jobs,
+        timeout=timeout, verify=not no_verify, strategies=_names(only),
+        skip_strategies=_names(skip) or (), move_budget=move_budget, max_time=max_time, max_checks=max_checks,
+        stats_json=stats_json, log_file=log_file, repeat=repeat, fresh=fresh, state_dir=state_dir, no_state=no_state,
+        executor=executor, scheduler=scheduler, resources=_resources(resources), check_files=_names(check_files) or (),
     )
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
-    try:
-        session.check_paths(settings)  # before the log file is opened
-        _setup_logging(verbose, quiet, log_file)
-        _stop_on_signals()
-        code = _run(console, settings)
-    except UserError as exc:
-        click.echo(f"ireereduce: error: {exc}", err=True)
-        sys.exit(exc.code)
-    except KeyboardInterrupt:
-        click.echo("ireereduce: interrupted before reduction started", err=True)
-        sys.exit(session.EXIT_INTERRUPTED)
-    except Exception as exc:
-        if debug:
-            raise
-        click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
-        sys.exit(session.EXIT_INTERNAL)
-    sys.exit(code)
-
-
-def _run(console: Console, settings: Settings) -> int:
-    """One reduction, its summary and its files; the exit code."""
-    try:
-        result = session.reduce_file(settings)
-    except Interrupted as exc:
-        _summary(console, exc.result)
-        _write_stats(settings.stats_json, exc.result, "interrupted")
-        _write_reports(settings, exc.result, "interrupted")
-        where = (f"the smallest interesting program so far is in {exc.result.output}" if os.path.exists(exc.result.output)
-                 else f"no smaller program was found yet; {exc.result.output} was not written")
-        again = f"; rerun the same command to continue (state in {exc.result.state_dir})" if exc.result.state_dir else ""
+    monitor = progress.Monitor(heartbeat=heartbeat)
+    with contextlib.ExitStack() as stack:
+        if progress_json:
+            stream = sys.stdout if progress_json == "-" else stack.enter_context(open(progress_json, "w"))
+            monitor.listeners.append(progress.JsonLines(stream, monitor.started))
+        if print_diff:
+            monitor.on_candidate.append(_diff_printer(monitor))
+        if not quiet and sys.stderr.isatty():
+            stack.enter_context(progress.LiveStatus(monitor, console))
+        elif not quiet:
+            monitor.listeners.append(progress.HeartbeatLine(monitor, lambda line: click.echo(line, err=True)))
+        try:
+            done = api.reduce(source, monitor=monitor, **options)
+        except UserError as exc:
+            stack.close()
+            _fail(exc.code, str(exc))
+        except KeyboardInterrupt:
+            stack.close()
+            click.echo("ireereduce: interrupted before reduction started", err=True)
+            sys.exit(session.EXIT_INTERRUPTED)
+        except Exception as exc:
+            if debug:
+                raise
+            stack.close()
+            click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
+            sys.exit(session.EXIT_INTERNAL)
+    _summary(console, done.result)
+    code = api.EXIT_OF_STATUS[done.status]
+    if done.status == "interrupted":
+        where = (f"the smallest interesting program so far is in {done.output}" if os.path.exists(done.output or "")
+                 else f"no smaller program was found yet; {done.output} was not written")
+        state = done.result.state_dir
+        again = f"; rerun the same command to continue (state in {state})" if state else ""
         click.echo(f"ireereduce: interrupted; {where}{again}", err=True)
-        return session.EXIT_INTERRUPTED
-    except Flaky as exc:
-        _summary(console, exc.result)
-        _write_stats(settings.stats_json, exc.result, "flaky")
-        _write_reports(settings, exc.result, "flaky")
+    elif done.status == "stopped":
+        where = (f"the smallest interesting program so far is in {done.output}" if os.path.exists(done.output or "")
+                 else f"no smaller program was found yet; {done.output} was not written")
+        click.echo(f"ireereduce: stopped ({done.reason}); {where}", err=True)
+    elif done.status == "flaky":
         click.echo(
-            f"ireereduce: error: the check is flaky: {exc.result.flaky}; make the check deterministic "
+            f"ireereduce: error: the check is flaky: {done.result.flaky}; make the check deterministic "
             "or use --repeat N",
             err=True,
         )
-        return session.EXIT_FLAKY
-    _summary(console, result)
-    _write_stats(settings.stats_json, result, "done")
-    _write_reports(settings, result, "reduced")
-    return session.EXIT_OK
+    if done.trivial:
+        click.echo(
+            f"ireereduce: {'error' if trivial_is_error else 'warning'}: the result is trivial (an empty module or a "
+            "function that only returns); the check probably accepts programs without the bug "
+            "(make it look for the failure, e.g. grep the error message)",
+            err=True,
+        )
+        if trivial_is_error and code == session.EXIT_OK:
+            code = session.EXIT_TRIVIAL
+    sys.exit(code)
+
+
+def _fail(code: int, message: str) -> None:
+    click.echo(f"ireereduce: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _diff_printer(monitor: progress.Monitor) -> Callable[[Any], None]:
+    """--print-diff: each accepted step against the one before, as `diff -u` shows it."""
+    previous: list[str | None] = [None]
+
+    def show(candidate: Any) -> None:
+        before = previous[0] if previous[0] is not None else monitor.start_text or ""
+        previous[0] = candidate.text
+        diff = difflib.unified_diff(before.splitlines(keepends=True), candidate.text.splitlines(keepends=True),
+                                    "before", f"after {candidate.strategy}")
+        click.echo("".join(diff), nl=False)
+
+    return show
 
 
 def _ensure_stderr() -> None:
@@ -290,19 +331,6 @@ def _backends(value: str, flags: str | None) -> tuple[str, str, bool]:
     return command(names[0]), command(names[1]), True
 
 
-def _write_reports(settings: Settings, result: Result, status: str) -> None:
-    if not (settings.report or settings.report_json):
-        return
-    from reducer import report
-
-    data = report.build(result, settings.input, status)
-    best = f"the reduced program is in {result.output}"
-    if settings.report:
-        session.save(settings.report, report.to_markdown(data).encode(), "the report", best)
-    if settings.report_json:
-        session.save(settings.report_json, report.to_json(data).encode(), "the JSON report", best)
-
-
 _MAIN_PID = os.getpid()
 
 
@@ -320,21 +348,26 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-def _write_stats(path: str | None, result: Result, status: str) -> None:
-    """Machine-readable numbers for benchmarks and bots; the summary table is for people."""
-    if not path:
-        return
-    data = attrs.asdict(result.stats)
-    data.update(status=status, mode=result.mode, output=str(result.output), seconds=result.seconds)
-    session.save(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(), "--stats-json",
-                 f"the reduced program is in {result.output}")
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever sys.stderr is now, so log lines go above the live status."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
 
 
 def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose >= 2 else logging.INFO
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if log_file else level)
-    console = logging.StreamHandler(sys.stderr)
+    console = _StderrHandler()
     console.setLevel(level)
     console.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     root.addHandler(console)
@@ -349,8 +382,13 @@ def _summary(console: Console, result: Result) -> None:
     s = result.stats
     original, final = s.original, s.final
     table = Table(title=f"ireereduce: {result.output}", title_justify="left", show_edge=False)
+    # The names are what --skip-strategies takes: never cut them (headers and numbers fold instead).
+    longest = max((len(n) for n in s.per_strategy), default=8)
     for col in ("strategy", "tried", "not valid", "not smaller", "checks", "cache hits", "accepted", "bytes saved"):
-        table.add_column(col, justify="left" if col == "strategy" else "right")
+        if col == "strategy":
+            table.add_column(col, justify="left", no_wrap=True, min_width=longest)
+        else:
+            table.add_column(col, justify="right", overflow="fold")
     for name, st in s.per_strategy.items():
         if not st.candidates:
             continue

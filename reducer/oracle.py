@@ -268,16 +268,19 @@ class ScriptOracle(Oracle):
     script: str  # absolute path
     basename: str  # the input's file name, reused for every candidate
     timeout: float | None
+    args: tuple[str, ...] = ()  # --test-arg: after the candidate's path, as llvm-reduce passes them
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
-            r = run_in([self.script, path], tmp, self.timeout, keep=4000, cancel=cancel)
+            r = run_in([self.script, path, *self.args], tmp, self.timeout, keep=4000, cancel=cancel)
         interesting = r.returncode == 0
         outcome = "interesting" if interesting else "timeout" if r.timed_out else "not interesting"
         return Verdict(interesting, r.returncode, r.timed_out, r.seconds, r.stderr, outcome)
 
     def reproducer(self, path: str) -> str:
-        return f"{shlex.quote(self.script)} {shlex.quote(path)}  # exits 0 while the bug is there"
+        # Relative names: the report is read on another machine, next to the files it names.
+        argv = [f"./{os.path.basename(self.script)}", path, *self.args]
+        return f"{shlex.join(argv)}  # exits 0 while the bug is there"
 
 
 @attrs.frozen

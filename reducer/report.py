@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from reducer import ir as irutil
 from reducer.oracles.command import resolve_tool
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,10 +61,50 @@ def clean_output(text: str, name: str) -> str:
     return "\n".join(lines)
 
 
+#: How much of a check script a report quotes.
+SCRIPT_LIMIT = 20000
+
+
+def title(sig: Any, failure_output: str, input_path: str, kind: str) -> str:
+    """What the issue is called: the failure itself (first error line, or the crash frame
+    or assertion), not the oracle's name."""
+    if sig is not None and sig.kind == "crash":
+        return sig.describe()
+    if sig is not None and sig.first_error:
+        return irutil.first_line(sig.first_error)
+    lines = [ln.strip() for ln in failure_output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.search(r"\berror\b|Assertion|Segmentation fault|Aborted", ln, re.I)]
+    if errors or lines:
+        return (errors or lines)[0][:200]
+    what = {"numeric-mismatch": "outputs differ", "compile-time": "slow compilation"}.get(kind, "still fails")
+    return f"{os.path.basename(input_path) if input_path != '-' else 'input'}: {what} (reduced test case)"
+
+
+def script_text(oracle: Any) -> dict[str, str] | None:
+    """A check script's name and text: the report must show what "interesting" meant."""
+    path = getattr(oracle, "script", None)
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read(SCRIPT_LIMIT + 1)
+        text = data[:SCRIPT_LIMIT].decode()
+    except (OSError, UnicodeDecodeError):
+        text = "(not readable as text)"
+    else:
+        if len(data) > SCRIPT_LIMIT:
+            text += "\n[... cut ...]"
+    return {"name": os.path.basename(path), "text": text}
+
+
 def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
-    """The report's content; the output file holds the program the report shows."""
-    with open(result.output) as f:
-        program = f.read()
+    """The report's content; the output file holds the program the report shows (until
+    a run has found something smaller, the input does)."""
+    shown = result.output if os.path.exists(result.output) else input_path
+    program = ""
+    if os.path.isfile(shown):
+        with open(shown) as f:
+            program = f.read()
     oracle = result.oracle
     verdict = result.final_verdict
     sig = verdict.signature if verdict is not None and verdict.signature is not None else getattr(oracle, "expected", None)
@@ -75,19 +116,23 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
     found = result.findings
     original = result.input_size or result.stats.original
     start = result.stats.original
+    failure = clean_output(verdict.stderr_tail, name) if verdict is not None else ""
     return {
         "schema": SCHEMA,
+        "title": title(sig, failure, input_path, kind),
         "status": status,
         "input": input_path,
         "output": str(result.output),
         "oracle": {"kind": kind, "reproduce": oracle.reproducer(name) if oracle is not None else ""},
+        "check_script": script_text(oracle),
+        "trivial": irutil.trivial(program),
         "signature": dict(attrs.asdict(sig), summary=sig.describe()) if sig is not None else None,
-        "failure_output": clean_output(verdict.stderr_tail, name) if verdict is not None else "",
+        "failure_output": failure,
         "program": program,
         "sizes": {
             "before": {"ops": original.ops, "bytes": original.bytes},
             "reduction_start": {"ops": start.ops, "bytes": start.bytes},
-            "after": {"ops": result.stats.final.ops, "bytes": len(program.encode())},
+            "after": {"ops": result.stats.final.ops, "bytes": result.stats.final.bytes},
         },
         "oracle_calls": result.stats.oracle_calls,
         "cache_hits": result.stats.cache_hits,
@@ -113,12 +158,10 @@ def to_markdown(report: dict[str, Any]) -> str:
     def size(s: dict[str, Any]) -> str:
         return (f"{s['ops']} ops, " if s["ops"] is not None else "") + f"{s['bytes']} bytes"
 
-    sig = report["signature"]
-    title = sig["summary"] if sig else report["oracle"]["kind"]
     lines = [
-        f"# {title}",
+        f"# {report['title']}",
         "",
-        f"Reduced by ireereduce {report['versions']['ireereduce']} from `{report['input']}` "
+        f"Reduced by ireereduce {report['versions']['ireereduce']} from `{os.path.basename(report['input'])}` "
         f"({size(before)}) to {size(after)}, in {report['seconds']:.0f} s and {report['oracle_calls']} oracle calls.",
         "",
         "## Reproducer",
@@ -133,6 +176,14 @@ def to_markdown(report: dict[str, Any]) -> str:
         report["oracle"]["reproduce"],
         "```",
         "",
+    ]
+    if report.get("check_script"):
+        script = report["check_script"]
+        lines += [f"## Check script (`{script['name']}`)", "", "```sh", script["text"].rstrip(), "```", ""]
+    if report.get("trivial"):
+        lines += ["> **Warning:** the reduced program is trivial (an empty module or a function that only",
+                  "> returns); the check probably accepts programs without the bug.", ""]
+    lines += [
         "## Output",
         "",
         "```",

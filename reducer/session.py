@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from reducer import ir as irutil
-from reducer import dispatch, phases, upstream
+from reducer import dispatch, limits, phases, upstream
 from reducer.cache import JournaledExecutor, VerdictJournal, key
 from reducer.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
@@ -31,8 +31,9 @@ from reducer.flags import reduce_flags
 from reducer.oracle import Oracle, RepeatOracle, ScriptOracle, Verdict, run_scope
 from reducer.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
 from reducer.oracles.command import Command, CommandError
-from reducer.strategy import Strategy, discover
+from reducer.progress import Monitor
 from reducer.state import Busy, OutputLock, RunState, differences, fingerprint
+from reducer.strategy import Strategy, canonical_name, discover
 from reducer.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ EXIT_BUSY = 9
 EXIT_STATE_MISMATCH = 10
 EXIT_CHECK_CHANGED_FILES = 11
 EXIT_EXECUTOR = 12
+EXIT_STOPPED = 13
+EXIT_TRIVIAL = 14
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -72,6 +75,8 @@ EXIT_CODES = {
     EXIT_CHECK_CHANGED_FILES: "the check changed the input, the output or itself; the output keeps the "
                               "last good program",
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, or distributed is not installed",
+    EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
+    EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
 
@@ -87,10 +92,13 @@ class UserError(Exception):
 
 @attrs.define
 class Settings:
-    input: str
+    """Everything one reduction needs. These defaults are the only ones: the CLI and
+    `reducer.reduce` both take theirs from here."""
+
+    input: str  # a path; with `text`, only the name the input goes by ("-" for stdin)
     check: str | None = None  # the user's script; or one of the built-in oracles below
     output: str | None = None
-    jobs: int = attrs.field(factory=lambda: os.cpu_count() or 1)
+    jobs: int | None = None  # None: the number of CPUs, or 1 for timing oracles (see workers())
     timeout: float | None = None
     verify: bool = True
     strategies: Sequence[str] | None = None
@@ -131,6 +139,20 @@ class Settings:
     fresh: bool = False
     state_dir: str | None = None
     no_state: bool = False
+    max_time: float | None = None  # seconds for the whole run; then stop with the best so far
+    max_checks: int | None = None  # checks the reduction may run; then stop likewise
+    # After the fields older callers pass by position.
+    test_args: Sequence[str] = ()  # appended to the check's arguments after the candidate's path
+    text: str | None = None  # the input itself, when it is not read from `input`
+    oracle: Oracle | None = None  # a ready-made oracle (Python API), instead of check/compile
+
+    def workers(self) -> int:
+        """Parallel checks: as many as CPUs, but one when the oracle measures time, so
+        checks do not compete for the cores they are timing."""
+        if self.jobs is not None:
+            return self.jobs
+        timing = self.slower_than is not None or self.slower_than_factor is not None
+        return 1 if timing else os.cpu_count() or 1
 
 
 @attrs.define
@@ -319,6 +341,8 @@ def run_check(oracle: Oracle, data: bytes) -> Verdict:
 
 def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]) -> list[Strategy]:
     available = discover()
+    only = None if only is None else [canonical_name(n) for n in only]
+    skip = [canonical_name(n) for n in skip]
     unknown = [n for n in list(only or []) + list(skip) if n not in available]
     if unknown:
         raise UserError(
@@ -352,6 +376,10 @@ def _choose_workspace(text: str, judged: Callable[[bytes], bool], verify: bool) 
 
 def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     """The user's check script, or the built-in oracle the flags describe."""
+    if settings.oracle is not None:
+        if settings.check is not None or settings.compile is not None:
+            raise UserError(EXIT_USAGE, "give an oracle, a check script or a compile command, not several")
+        return settings.oracle.with_timeout(timeout)
     if (settings.check is None) == (settings.compile is None):
         raise UserError(EXIT_USAGE, "give exactly one of --check SCRIPT or --compile COMMAND")
     if settings.check is not None:
@@ -360,7 +388,8 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
                             ("--expect-error", settings.expect_error), ("--expect-crash", settings.expect_crash)):
             if value:
                 raise UserError(EXIT_USAGE, f"{flag} goes with --compile, not with --check")
-        return ScriptOracle(check_script(settings.check), basename, timeout)
+        script, args = _script_and_args(settings.check)
+        return ScriptOracle(check_script(script), basename, timeout, args + tuple(settings.test_args))
     timing = settings.slower_than is not None or settings.slower_than_factor is not None
     try:
         command = parse_command(settings.compile or "", needs_output=settings.mismatch)
@@ -396,19 +425,19 @@ def make_executor(settings: Settings, oracle: Oracle | None, factory: type[Execu
     """The executor the settings name; every check of the run goes through it (with
     oracle None, each submit names its oracle)."""
     if factory is not None:
-        return factory(oracle, settings.jobs)  # type: ignore[call-arg]
+        return factory(oracle, settings.workers())  # type: ignore[call-arg]
     if settings.executor == "dask":
         try:
             from reducer.dask_executor import DaskExecutor, ExecutorUnavailable
         except ImportError:
             raise UserError(EXIT_EXECUTOR, "--executor dask needs Dask: pip install 'ireereduce[dask]'") from None
         try:
-            return DaskExecutor(oracle, settings.jobs, settings.scheduler, settings.resources, settings.check_files)
+            return DaskExecutor(oracle, settings.workers(), settings.scheduler, settings.resources, settings.check_files)
         except ExecutorUnavailable as exc:
             raise UserError(EXIT_EXECUTOR, str(exc)) from None
     if settings.scheduler or settings.resources:
         raise UserError(EXIT_USAGE, "--scheduler and --resources go with --executor dask")
-    return LocalExecutor(oracle, settings.jobs)
+    return LocalExecutor(oracle, settings.workers())
 
 
 #: Re-checks of the final program before exit 0; a 20%-flaky check passes a
@@ -436,14 +465,34 @@ class Start:
     original_text: str
 
 
-def reduce_file(settings: Settings, executor_factory: type[Executor] | None = None) -> Result:
+def _script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
+    """`-c "./check.sh math.exp"`: a check given with its arguments, as Shrink Ray takes it.
+    Split only when the whole string names no file and its first word does."""
+    if os.path.exists(check):
+        return check, ()
+    try:
+        words = shlex.split(check)
+    except ValueError:
+        return check, ()
+    if len(words) > 1 and os.path.isfile(words[0]):
+        return words[0], tuple(words[1:])
+    return check, ()
+
+
+def reduce_file(
+    settings: Settings, executor_factory: type[Executor] | None = None, monitor: Monitor | None = None
+) -> Result:
     start = time.monotonic()
+    monitor = monitor or Monitor()
+    settings = attrs.evolve(settings, jobs=settings.workers())
     if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
         raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
     if settings.repeat < 1:
         raise UserError(EXIT_USAGE, "--repeat must be at least 1")
+    if settings.text is not None and not settings.output:
+        raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
     check_paths(settings)
-    raw = read_input(settings.input)
+    raw = settings.text if settings.text is not None else read_input(settings.input)
     output = settings.output or default_output(settings.input)
     lock = OutputLock(output)
     try:
@@ -455,7 +504,7 @@ def reduce_file(settings: Settings, executor_factory: type[Executor] | None = No
         raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
     try:
         with run_scope():
-            return _reduce(settings, raw, output, executor_factory, start)
+            return _reduce(settings, raw, output, executor_factory, start, monitor)
     finally:
         lock.release()
 
@@ -625,12 +674,13 @@ class _Rechecks:
         return all(self.once(data) for _ in range(times))
 
 
-def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, start: float) -> Result:
+def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, start: float,
+            monitor: Monitor) -> Result:
     # One executor for every check after the original's (workflows, engine, flags,
     # --for-upstream); its workers are forked before any MLIR context exists here.
     inner = make_executor(settings, None, executor_factory)
     try:
-        result = _reduce_on(settings, raw, output, inner, start)
+        result = _reduce_on(settings, raw, output, inner, start, monitor)
     except BaseException:
         inner.close(abort=True)
         raise
@@ -638,14 +688,14 @@ def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Ex
     return result
 
 
-def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start: float) -> Result:
+def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start: float, monitor: Monitor) -> Result:
     guard = _Guard(settings, output)
     notes: list[str] = []
     text = raw
     if text.startswith(BOM):
         text = text[len(BOM):]
         notes.append("removed the UTF-8 byte-order mark from the input")
-    basename = os.path.basename(settings.input)
+    basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output))
     fp = fingerprint(settings, raw.encode())
     recorded = state.load() if state is not None else None
@@ -667,7 +717,9 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         notes.extend(begin.findings.notes)
         flaky_start = None
     else:
+        monitor.phase("checking the original")
         oracle, verdict, timeout, flaky_start = _check_original(settings, text, basename, guard)
+        monitor.phase("triage")
         findings = Findings()
         text, oracle = _workflows(settings, text, oracle, findings, inner)
         original_text = raw[len(BOM):] if raw.startswith(BOM) else raw
@@ -726,8 +778,9 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
 
         ws = _choose_workspace(text, judged, settings.verify)
         strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
-        input_size = Size(ws.size.ops if text == original_text else _ops_of(original_text),
-                          len(original_text.encode()))
+        # Sizes everywhere (log, summary, report) measure the program as ireereduce prints
+        # it, so the first improvement compares like with like, not with the input's spelling.
+        input_size = ws.size if text == original_text else _size_of(original_text)
         log.info(
             "reducing %s (%s) as %s with %d workers, check timeout %.1f s",
             settings.input, ws.size, ws.mode, settings.jobs, timeout,
@@ -745,9 +798,13 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
                     return
                 floor[0] = None
             guard.write_output(candidate.data)
+            monitor.improve(candidate)
 
-        engine = Engine(ws, strategies, executor, improved, move_budget=settings.move_budget, oracle=judge)
-        engine.stats.original = Size(ws.size.ops, len(text.encode()))  # as reduction started
+        limits_ = limits.Limits(start, settings.max_time, settings.max_checks)
+        engine = Engine(ws, strategies, executor, improved, move_budget=settings.move_budget, oracle=judge,
+                        on_event=monitor.engine_event, should_stop=lambda: limits_.reason(engine.stats.oracle_calls))
+        engine.stats.original = ws.size  # as reduction started
+        monitor.start(input_size, ws.size, ws.mode, settings.jobs, timeout, ws.program.text)
 
         def result(final: Verdict | None = None, flaky: str | None = None) -> Result:
             return Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
@@ -755,10 +812,14 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
                           state.path if state is not None and state.exists() else None)
 
         try:
-            stats = engine.run()
-        except KeyboardInterrupt:
+            with monitor.watching(engine):
+                stats = engine.run()
+        except (KeyboardInterrupt, *limits.STOPPED) as exc:
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
+            if isinstance(exc, limits.STOPPED):
+                raise LimitReached(result(), getattr(exc, "reason", str(exc))) from None
             raise Interrupted(result()) from None
+        monitor.phase("finishing")
         # Nothing committed: keep the start as it was, not re-printed (which may be longer).
         final_text = ws.program.text if len(history) > 1 and floor[0] is None else text
         if ws.mode == "text":
@@ -849,12 +910,14 @@ def _tidy_whitespace(text: str, judged: Callable[[bytes], bool], findings: Findi
     return text
 
 
-def _ops_of(text: str) -> int | None:
-    """The input's op count, for reports, when a workflow started the reduction elsewhere."""
+def _size_of(text: str) -> Size:
+    """The input's size as the workspace would measure it, for reports, when a workflow
+    started the reduction elsewhere."""
     try:
-        return irutil.count_ops(irutil.parse(text, irutil.new_context()).operation)
+        module = irutil.parse(text, irutil.new_context())
     except irutil.ParseError:
-        return None
+        return Size(None, len(text.encode()))
+    return Size(irutil.count_ops(module.operation), len(irutil.to_text(module.operation, irutil.PrintOptions(), verified=False).encode()))
 
 
 def _workflows(
@@ -904,6 +967,14 @@ def _workflows(
 class Interrupted(Exception):
     def __init__(self, result: Result) -> None:
         self.result = result
+
+
+class LimitReached(Interrupted):
+    """--max-time or --max-checks ran out: the output holds the best so far."""
+
+    def __init__(self, result: Result, reason: str) -> None:
+        super().__init__(result)
+        self.reason = reason
 
 
 class Flaky(Exception):

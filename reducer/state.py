@@ -26,7 +26,8 @@ from reducer.cache import VerdictJournal
 #: Where checks run never changes the result (the engine is deterministic for any -j and
 #: executor), so a run killed on a cluster can continue locally and the other way round.
 _NOT_FINGERPRINTED = {"output", "report", "report_json", "stats_json", "log_file", "jobs", "state_dir",
-                      "no_state", "fresh", "executor", "scheduler", "resources", "check_files"}
+                      "no_state", "fresh", "executor", "scheduler", "resources", "check_files",
+                      "max_time", "max_checks"}  # limits say where a run stops, not what it finds
 
 
 class Busy(Exception):

@@ -87,6 +87,22 @@ class Strategy(abc.ABC):
         """
 
 
+#: llvm-reduce's delta pass names for the strategies that do the same job here, so a
+#: `--skip-strategies operands-zero` carried over from llvm-reduce means what it meant there.
+ALIASES: dict[str, str] = {
+    "operands-zero": "replace-with-zero",
+    "operands-to-args": "values-to-arguments",
+    "operands-skip": "forward-operands",
+    "arguments": "remove-results-and-arguments",
+    "ir-passes": "opt-passes",
+}
+
+
+def canonical_name(name: str) -> str:
+    """The strategy an llvm-reduce alias stands for; any other name as it is."""
+    return ALIASES.get(name, name)
+
+
 def builtin_strategies() -> list[type[Strategy]]:
     from strategies import BUILTIN
 
