@@ -17,6 +17,7 @@ from strategies.text_lines import TextLines
 from strategies.text_tokens import TextTokens
 from strategies.types import Types
 from strategies.values_to_arguments import ValuesToArguments
+from strategies.values_to_return import ValuesToReturn
 
 BUILTIN = [
     SplitFunctions,
@@ -24,6 +25,7 @@ BUILTIN = [
     ShrinkTensors,
     Globals,
     RemoveResultsAndArguments,
+    ValuesToReturn,
     Regions,
     DropOps,
     ValuesToArguments,

@@ -50,6 +50,19 @@ CASES = [
         "arith.addi %arg0, %arg0",
     ),
     Case(
+        "values-to-return",
+        """func.func @main(%a: tensor<7xf32>) -> tensor<7xf32> {
+  %c = arith.constant dense<[1, 2, 3, 4, 5, 6, 7]> : tensor<7xi4>
+  %0 = math.exp %a : tensor<7xf32>
+  %1 = arith.sitofp %c : tensor<7xi4> to tensor<7xf32>
+  %2 = arith.mulf %0, %1 : tensor<7xf32>
+  %3 = math.log %2 : tensor<7xf32>
+  return %3 : tensor<7xf32>
+}""",
+        ("dense<\\[1, 2, 3, 4, 5, 6, 7\\]> : tensor<7xi4>",),
+        "return %cst : tensor<7xi4>",
+    ),
+    Case(
         "remove-results-and-arguments",
         """func.func @main(%a: f32, %b: f32) -> (f32, f32) {
   %0 = math.exp %a : f32
