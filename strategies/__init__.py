@@ -16,6 +16,7 @@ from strategies.text_balanced import TextBalanced
 from strategies.text_lines import TextLines
 from strategies.text_tokens import TextTokens
 from strategies.types import Types
+from strategies.unused_results import UnusedResults
 from strategies.values_to_arguments import ValuesToArguments
 from strategies.values_to_return import ValuesToReturn
 
@@ -27,6 +28,7 @@ BUILTIN = [
     RemoveResultsAndArguments,
     ValuesToReturn,
     Regions,
+    UnusedResults,
     DropOps,
     ValuesToArguments,
     ForwardOperands,

@@ -87,6 +87,24 @@ CASES = [
         "math.exp %arg0",
     ),
     Case(
+        "unused-results",
+        """#id = affine_map<(d0) -> (d0)>
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4xf32>
+  %r:2 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+      ins(%a : tensor<4xf32>) outs(%e, %e2 : tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32, %p: f32):
+    %y = math.exp %x : f32
+    %z = math.log %x : f32
+    linalg.yield %y, %z : f32, f32
+  } -> (tensor<4xf32>, tensor<4xf32>)
+  return %r#0 : tensor<4xf32>
+}""",
+        ("math.exp",),
+        "outs(%arg0 : tensor<1xf16>)",
+    ),
+    Case(
         "types",
         """func.func @main(%x: tensor<4xf64>) -> tensor<4xf64> {
   %0 = math.exp %x : tensor<4xf64>
