@@ -11,6 +11,7 @@ from strategies.regions import Regions
 from strategies.remove_results_and_arguments import RemoveResultsAndArguments
 from strategies.replace_with_zero import ReplaceWithZero
 from strategies.shrink_tensors import ShrinkTensors
+from strategies.shrink_values import ShrinkValues
 from strategies.split_functions import SplitFunctions
 from strategies.text_balanced import TextBalanced
 from strategies.text_lines import TextLines
@@ -24,6 +25,7 @@ BUILTIN = [
     SplitFunctions,
     OptPasses,
     ShrinkTensors,
+    ShrinkValues,
     Globals,
     RemoveResultsAndArguments,
     ValuesToReturn,
