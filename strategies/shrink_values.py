@@ -211,11 +211,19 @@ def _elementwise(op: ir.Operation, shape: list[int], new: list[int]) -> bool:
 
 
 def _literal(op: ir.Operation) -> str | None:
-    """'splat', 'list' (a nested list the text form spells out) or None (hex, resources)."""
+    """'splat', 'list' (a nested list the text form spells out), 'hex' (the raw buffer
+    the printer uses for big literals) or None (resources, i1 bit-packed buffers)."""
     text = str(op.attributes["value"]) if "value" in op.attributes else ""
     if not text.startswith("dense<"):
         return None
     body = text[len("dense<") : text.rindex("> :")]
+    if body.startswith('"0x'):
+        shape = _static(op.results[0].type)
+        n = math.prod(shape) if shape is not None else 0
+        digits = len(body) - 4
+        if not n or digits % (2 * n) or "xi1>" in str(op.results[0].type):
+            return None  # a splat's single element, or bits packed: not one element per slot
+        return "hex"
     if body.startswith('"'):
         return None
     return "list" if body.startswith("[") else "splat"
@@ -272,7 +280,21 @@ def _cut(op: ir.Operation, old: list[int], new: list[int], new_type: ir.Type) ->
     if kind is None:
         return None
     body = text[len("dense<") : text.rindex("> :")]
-    if kind == "list":
+    if kind == "hex":  # one fixed-width slot per element: regroup the digits by shape
+        data = body[3:-1]
+        width = len(data) // math.prod(old)
+        slots = [data[i : i + width] for i in range(0, len(data), width)]
+        items: object = slots
+        for d in reversed(old[1:]):
+            items = [items[i : i + d] for i in range(0, len(items), d)]  # type: ignore[index]
+        cut = _take(items, new)
+        flat = _flat(cut)
+        if len(flat) >= 2 and len(set(flat)) == 1:
+            other = next((x for x in slots if x != flat[0]), None)
+            if other is not None:
+                flat[-1] = other
+        body = '"0x' + "".join(flat) + '"'
+    elif kind == "list":
         items = _parse(body)
         cut = _take(items, new)
         flat = _flat(cut)
