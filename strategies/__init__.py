@@ -4,6 +4,7 @@ from strategies.arguments_to_constants import ArgumentsToConstants
 from strategies.attributes import Attributes
 from strategies.drop_ops import DropOps
 from strategies.forward_operands import ForwardOperands
+from strategies.generic_to_ops import GenericToOps
 from strategies.globals import Globals
 from strategies.iree_simplify import IreeSimplify
 from strategies.opt_passes import OptPasses
@@ -31,6 +32,7 @@ BUILTIN = [
     ValuesToReturn,
     Regions,
     UnusedResults,
+    GenericToOps,
     DropOps,
     ValuesToArguments,
     ForwardOperands,

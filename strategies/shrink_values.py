@@ -202,7 +202,7 @@ def _elementwise(op: ir.Operation, shape: list[int], new: list[int]) -> bool:
         if iterators is None or maps is None or "reduction" in str(iterators) or "window" in str(iterators):
             return False
         rank = len(shape)
-        if any(ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank) for m in ir.ArrayAttr(maps)):
+        if any(ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)):
             return False
     else:
         return False

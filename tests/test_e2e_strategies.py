@@ -115,6 +115,22 @@ func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
         "-> (tensor<2xf16>",
     ),
     Case(
+        "generic-to-ops",
+        """#id = affine_map<(d0) -> (d0)>
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = math.exp %x : f32
+    linalg.yield %y : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}""",
+        ("math.exp",),
+        "math.exp %arg0 : tensor<",
+    ),
+    Case(
         "types",
         """func.func @main(%x: tensor<4xf64>) -> tensor<4xf64> {
   %0 = math.exp %x : tensor<4xf64>
