@@ -31,7 +31,8 @@ def _static(t: ir.Type) -> list[int] | None:
 
 
 def _sizes(d: int) -> list[int]:
-    return sorted({s for s in (1, d // 2) if 0 < s < d})
+    """1, half, and 3: a small odd size, for bugs that need an odd element count."""
+    return sorted({s for s in (1, 3, d // 2) if 0 < s < d})
 
 
 class ShrinkValues(Strategy):
