@@ -69,7 +69,7 @@ def test_edits_list_the_biggest_values_first_in_a_fixed_order():
     assert {e.kind for e in edits[:12]} == {"argument", "constant"}  # the 24-element values
     assert edits[-1].arg[:1] == (1,) and edits[-1].kind == "argument"  # %w, 18 elements
     # each dim: to 1, to a small odd size (bugs of odd element counts) and to half
-    assert [e.arg[1] for e in edits if e.kind == "constant" and e.arg[0] == 1] == [1, 3]
+    assert [e.arg[1] for e in edits if e.kind == "constant" and e.arg[0] == 0] == [1, 2, 3]
 
 
 def test_ops_that_do_not_compute_element_by_element_stop_it():
