@@ -77,7 +77,8 @@ def _commit() -> str:
         return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
 
     head = git("rev-parse", "--short=12", "HEAD")
-    return head + ("+" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)benchmarks/results")
+    return head + ("+" if changed else "")
 
 
 # --- the tools -------------------------------------------------------------------------------
