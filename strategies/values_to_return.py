@@ -61,8 +61,6 @@ class ValuesToReturn(Strategy):
                     chosen.pop(target, None)
         new_types: dict[str, ir.Type] = {}
         for fpath, e in sorted(chosen.items()):
-            if fpath not in chosen:
-                continue
             func = rewriter.table[fpath]
             new_types[name_of[fpath]] = _truncate(rewriter, func, e)
         for name, t in sorted(new_types.items()):
