@@ -98,3 +98,16 @@ func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
     by_op = {(e.kind, e.path[-1]): c for e, c in each_edit(ValuesToReturn(), text)}
     cand = by_op[("value", 0)]
     assert "util.global.store" not in cand.text and "math.log" not in cand.text and "return %0" in cand.text
+
+
+def test_a_returned_call_keeps_its_callee_unchanged_in_the_same_subset():
+    from conftest import apply_edits
+
+    def pick(edits):
+        mine = [e for e in edits if e.path == (0, 0, 1, 0, 0, 0)]  # @main returns the call
+        theirs = [e for e in edits if e.path == (0, 0, 0, 0, 0, 2)]  # @g returns its muli
+        return mine + theirs
+
+    cand = apply_edits(ValuesToReturn(), CALLED, pick)
+    assert "func.func private @g(%arg0: f32) -> f32" in cand.text and "math.exp" in cand.text
+    assert "math.log" not in cand.text and "return %0 : f32" in cand.text
