@@ -218,6 +218,7 @@ def score(case: Case, tool: Tool, work: Path, fallback: str) -> tuple[str, bool,
 
 
 def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPUTS) -> Record:
+    commit = _commit()  # what is measured is the code at the start
     work = work_dir(outputs, case.name, tool.name)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -255,7 +256,7 @@ def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPU
         case=case.name, tool=tool.name, ops=body_ops(out_text), bytes=len(out_text.encode()), seconds=round(seconds, 1),
         calls=calls, still_interesting=still, capped=capped, exit_code=proc.returncode,
         engine_seconds=stats.get("engine_seconds"), wait_seconds=stats.get("wait_seconds"), cap=cap,
-        date=date.today().isoformat(), note=note, commit=_commit(),
+        date=date.today().isoformat(), note=note, commit=commit,
     )
 
 
