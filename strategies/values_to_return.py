@@ -34,7 +34,7 @@ from strategies._ir import (
 class ValuesToReturn(Strategy):
     name = "values-to-return"
     summary = "return an intermediate value (or an argument) from its function, dropping everything after it"
-    priority = 24
+    priority = 32
 
     def opportunities(self, program: Program) -> list[Edit]:
         return list(_ranked(program))
@@ -84,11 +84,27 @@ def _ranked(program: Program) -> dict[Edit, int]:
         func = op_at(program, fpath)
         if len(func.regions[0].blocks) != 1:
             continue  # a return in the entry block would leave the other blocks' returns behind
-        scored += _candidates(fpath, func)
+        scored += _spread(_candidates(fpath, func))
     scored.sort(key=lambda item: (-item[0], item[1].path, item[1].kind, item[1].arg))  # tuples: cheap to compare
     ranked = {e: i for i, (_cut, e) in enumerate(scored)}
     program.memo["values-to-return"] = ranked
     return ranked
+
+
+#: Values offered per function and round. The alternatives exclude each other and most of
+#: them fail when the bug sits late (they cut it): on a 200-op chain, offering every value
+#: cost 143 checks. Evenly spread ones find where the bug starts to go within a fraction
+#: of the body; the next round, on the smaller function, looks closer.
+PER_FUNCTION = 8
+
+
+def _spread(found: list[tuple[int, Edit]]) -> list[tuple[int, Edit]]:
+    """At most PER_FUNCTION of a function's candidates, spread evenly from most cut to least."""
+    found = sorted(found, key=lambda item: (-item[0], item[1].path, item[1].kind, item[1].arg))
+    if len(found) <= PER_FUNCTION:
+        return found
+    step = (len(found) - 1) / (PER_FUNCTION - 1)
+    return [found[round(i * step)] for i in range(PER_FUNCTION)]
 
 
 def _candidates(fpath: Path, func: ir.Operation) -> list[tuple[int, Edit]]:

@@ -111,3 +111,13 @@ def test_a_returned_call_keeps_its_callee_unchanged_in_the_same_subset():
     cand = apply_edits(ValuesToReturn(), CALLED, pick)
     assert "func.func private @g(%arg0: f32) -> f32" in cand.text and "math.exp" in cand.text
     assert "math.log" not in cand.text and "return %0 : f32" in cand.text
+
+
+def test_a_long_function_offers_a_few_values_spread_over_it():
+    from programs import chain
+
+    edits = ValuesToReturn().opportunities(program(chain(40)))
+    assert len(edits) == 8
+    assert edits[0].kind == "argument"  # cuts everything
+    cut_order = [e.path[-1] for e in edits if e.kind == "value"]
+    assert cut_order == sorted(cut_order) and cut_order[-1] - cut_order[0] > 30  # spread to the end
