@@ -106,6 +106,16 @@ func.func @main(%a: tensor<4xf32>) -> tensor<3x4xf32> {
         "outs(%0 : tensor<1x1xf16>)",  # a broadcast: generic-to-ops cannot take it apart
     ),
     Case(
+        "shrink-values",
+        """func.func @main(%b: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %c = arith.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 1.0]> : tensor<8xf32>
+  %r = math.exp %b : tensor<8xf32>
+  return %c, %r : tensor<8xf32>, tensor<8xf32>
+}""",
+        ("arith.constant dense<\\[", "math.exp .*tensor<8x"),
+        "-> (tensor<2xf16>",
+    ),
+    Case(
         "generic-to-ops",
         """#id = affine_map<(d0) -> (d0)>
 func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
