@@ -29,6 +29,8 @@ BUGS = {
     "i4dyn": Bug("i4dyn", "i4 on a dynamic slice: \"failed to legalize operation 'vector.maskedload'\"", needs_index=True),
     "i4odd": Bug("i4odd", "tensor<7xi4>: \"'stream.tensor.sizeof' op failed to calculate total byte count\""),
     "powf": Bug("powf", "math.powf of a negative base: NaN on llvm-cpu, the right value on vmvx"),
+    "f6fused": Bug("f6fused", "f6E2M3FN round trip inside a two-result fused linalg.generic"),
+    "fptosi": Bug("fptosi", "fptosi out of i32 range: llvm-cpu saturates, vmvx wraps (a second, different mismatch)"),
 }
 
 
@@ -84,6 +86,29 @@ class _Writer:
             exponent = self.op(f"math.round {x} : {t}", "p")  # integral, not constant: no folding to mulf
             p = self.op(f"math.powf {x}, {exponent} : {t}", "p")
             return self.op(f"arith.addf {x}, {p} : {t}", "p")
+        if kind == "f6fused":  # one fused generic computes the f6 round trip and a second, used output
+            e1, e2 = self.op(f"tensor.empty() : {t}", "e"), self.op(f"tensor.empty() : {t}", "e")
+            r = self.fresh("fused")
+            self.lines += [
+                f"  {r}:2 = linalg.generic {{indexing_maps = [#id, #id, #id], iterator_types = [\"parallel\", \"parallel\"]}} "
+                f"ins({x} : {t}) outs({e1}, {e2} : {t}, {t}) {{",
+                "  ^bb0(%a: f32, %o1: f32, %o2: f32):",
+                "    %q = arith.truncf %a : f32 to f6E2M3FN",
+                "    %qq = arith.mulf %q, %q : f6E2M3FN",
+                "    %b = arith.extf %qq : f6E2M3FN to f32",
+                "    %g = math.exp %a : f32",
+                "    linalg.yield %b, %g : f32, f32",
+                f"  }} -> ({t}, {t})",
+            ]
+            return self.op(f"arith.addf {r}#0, {r}#1 : {t}", "q")
+        if kind == "fptosi":  # scaled far out of i32 range: llvm-cpu saturates, vmvx wraps
+            big = self.splat(1.0e10, t)
+            m = self.op(f"arith.mulf {x}, {big} : {t}", "o")
+            i = self.op(f"arith.fptosi {m} : {t} to {t.replace('xf32', 'xi32')}", "o")
+            f = self.op(f"arith.sitofp {i} : {t.replace('xf32', 'xi32')} to {t}", "o")
+            small = self.splat(1.0e-10, t)
+            back = self.op(f"arith.mulf {f}, {small} : {t}", "o")
+            return self.op(f"arith.addf {x}, {back} : {t}", "o")
         if kind in ("i4dyn", "i4odd"):
             flat = f"tensor<{rows * cols}xf32>"
             f = self.op(f"tensor.collapse_shape {x} [[0, 1]] : {t} into {flat}", "i")
@@ -358,4 +383,76 @@ def fanout(callees: int = 8, ops_per_callee: int = 39, bug_callee: int = 5, bug_
     out.append(f"  %out = math.absf {acc} : {t}")
     out.append(f"  return %out : {t}")
     out.append("}")
+    return "\n".join(out) + "\n"
+
+
+_DEQUANT = [
+    "#q = affine_map<(d0, d1) -> (d0, d1)>",
+    "#s = affine_map<(d0, d1) -> (d1)>",
+]
+
+
+def quantised_mlp(layers: int = 8, batch: int = 4, width: int = 31, hidden: int = 32, bad_layer: int | None = None, seed: int = 2) -> str:
+    """An int4-weight MLP: per layer a flat i4 weight literal, reshaped and dequantised
+    by a linalg.generic (sitofp times a per-column scale), an up-projection matmul, ReLU
+    and a down-projection matmul with f32 weights, residual. The bad layer's hidden
+    size is odd, so its i4 weight has an odd element count: IREE cannot pack it."""
+    bad_layer = layers * 2 // 3 if bad_layer is None else bad_layer
+    w = _Writer(seed)
+    t = f"tensor<{batch}x{width}xf32>"
+    out = list(_DEQUANT)
+    for i in range(layers):
+        h = hidden + 1 if i == bad_layer else hidden
+        w.lines = [f"func.func private @layer{i}(%x: {t}) -> {t} {{"]
+        n = width * h
+        vals = ", ".join(str(w.rng.randrange(-8, 8)) for _ in range(n))
+        q = w.op(f"arith.constant dense<[{vals}]> : tensor<{n}xi4>", "wq")
+        q2 = w.op(f"tensor.expand_shape {q} [[0, 1]] output_shape [{width}, {h}] : tensor<{n}xi4> into tensor<{width}x{h}xi4>", "wq")
+        scales = ", ".join(f"{w.rng.uniform(0.01, 0.1):.4f}" for _ in range(h))
+        sc = w.op(f"arith.constant dense<[{scales}]> : tensor<{h}xf32>", "sc")
+        e = w.op(f"tensor.empty() : tensor<{width}x{h}xf32>", "e")
+        deq = w.fresh("deq")
+        w.lines += [
+            f"  {deq} = linalg.generic {{indexing_maps = [#q, #s, #q], iterator_types = [\"parallel\", \"parallel\"]}} "
+            f"ins({q2}, {sc} : tensor<{width}x{h}xi4>, tensor<{h}xf32>) outs({e} : tensor<{width}x{h}xf32>) {{",
+            "  ^bb0(%v: i4, %s: f32, %o: f32):",
+            "    %f = arith.sitofp %v : i4 to f32",
+            "    %r = arith.mulf %f, %s : f32",
+            "    linalg.yield %r : f32",
+            f"  }} -> tensor<{width}x{h}xf32>",
+        ]
+        up = w.matmul("%x", deq, batch, width, h)
+        zeros = w.splat(0.0, f"tensor<{batch}x{h}xf32>")
+        relu = w.op(f"arith.maximumf {up}, {zeros} : tensor<{batch}x{h}xf32>", "relu")
+        down = w.matmul(relu, w.weights(h, width), batch, h, width)
+        y = w.op(f"arith.addf %x, {down} : {t}", "y")
+        w.lines += [f"  return {y} : {t}", "}"]
+        out += w.lines
+    out += _main(layers, t, False)
+    return "\n".join(out) + "\n"
+
+
+def mismatch_mlp(layers: int = 6, batch: int = 4, width: int = 8, seed: int = 4) -> str:
+    """A small MLP with two numeric mismatches between llvm-cpu and vmvx: powf of
+    negative bases early (NaN on llvm-cpu only; the residual carries the NaN through)
+    and, in the last layer, an out-of-range fptosi (the outputs differ in sign and
+    size). A check that only asks whether the outputs differ may keep the last layer
+    alone; the bug being filed is the NaN."""
+    w = _Writer(seed)
+    t = f"tensor<{batch}x{width}xf32>"
+    out = list(_HEADER)
+    for i in range(layers):
+        w.lines = [f"func.func private @layer{i}(%x: {t}) -> {t} {{"]
+        h = w.matmul("%x", w.weights(width, width), batch, width, width)
+        bias = w.splat(round(w.rng.uniform(-0.1, 0.1), 3), t)
+        y = w.op(f"arith.addf {h}, {bias} : {t}", "b")
+        if i == 1:
+            y = w.bug("powf", y, t, batch, width, None)
+        if i == layers - 1:
+            y = w.bug("fptosi", y, t, batch, width, None)
+        th = w.op(f"math.tanh {y} : {t}", "th")
+        r = w.op(f"arith.addf %x, {th} : {t}", "y")
+        w.lines += [f"  return {r} : {t}", "}"]
+        out += w.lines
+    out += _main(layers, t, False)
     return "\n".join(out) + "\n"

@@ -69,6 +69,16 @@ class Record:
     cap: float = 0.0
     date: str = ""
     note: str = ""
+    commit: str = ""  # the ireereduce commit measured ("+" when the tree had changes)
+
+
+def _commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)benchmarks/results")
+    return head + ("+" if changed else "")
 
 
 # --- the tools -------------------------------------------------------------------------------
@@ -208,6 +218,7 @@ def score(case: Case, tool: Tool, work: Path, fallback: str) -> tuple[str, bool,
 
 
 def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPUTS) -> Record:
+    commit = _commit()  # what is measured is the code at the start
     work = work_dir(outputs, case.name, tool.name)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -245,7 +256,7 @@ def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPU
         case=case.name, tool=tool.name, ops=body_ops(out_text), bytes=len(out_text.encode()), seconds=round(seconds, 1),
         calls=calls, still_interesting=still, capped=capped, exit_code=proc.returncode,
         engine_seconds=stats.get("engine_seconds"), wait_seconds=stats.get("wait_seconds"), cap=cap,
-        date=date.today().isoformat(), note=note,
+        date=date.today().isoformat(), note=note, commit=commit,
     )
 
 
@@ -377,6 +388,25 @@ def table(short: bool) -> None:
                 f"| | {r['tool']} | {_fmt_ops(r)} | {r['bytes']} | {r['seconds']:.1f} | {r['calls']} | {share} | "
                 f"{'yes' if r['still_interesting'] else 'NO'} | {notes} |"
             )
+
+
+@cli.command()
+@click.option("--tool", default="ireereduce -j2", show_default=True)
+def hand(tool: str) -> None:
+    """The cases with a hand reduction (benchmarks/hand/): the tool's result against it.
+    The bar is 1.1x the hand-reduced size, in ops; bytes show what is left inside them."""
+    rows = {(r["case"], r["tool"]): r for r in load()}
+    click.echo(f"| case | ops in | hand ops (bytes) | {tool}: ops (bytes) / wall s / calls | ops ratio |")
+    click.echo("|---|---:|---|---|---:|")
+    for case in CASES:
+        if not case.hand:
+            continue
+        text = (HERE / "hand" / case.hand).read_text()
+        h_ops, h_bytes = body_ops(text), len(text.encode())
+        r = rows.get((case.name, tool))
+        got = f"{_fmt_ops(r)} ({r['bytes']}) / {r['seconds']:.0f}{'+' if r['capped'] else ''} s / {r['calls']}" if r else "not run"
+        ratio = f"{r['ops'] / h_ops:.2f}x" if r and r["ops"] is not None and h_ops else ""
+        click.echo(f"| {case.name} | {body_ops(case.make())} | {h_ops} ({h_bytes}) | {got} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("--compile", "compile_", metavar="COMMAND", help="Built-in oracle: interesting while this command ({input} = the candidate) fails the way it fails on the original.")
 @click.option("--expect-error", metavar="REGEX", help="With --compile: stderr must also match REGEX.")
 @click.option("--expect-crash", is_flag=True, help="With --compile: the compiler must crash (a signal or an LLVM stack dump).")
-@click.option("--allow-slippage", is_flag=True, help="Accept any failure, not only the original's signature (exit kind, first error, crash frame and pass). Pair it with --expect-error: an empty module fails iree-compile too.")
+@click.option("--allow-slippage", is_flag=True, help="Accept any failure, not only the original's signature (exit kind, first error, crash frame and pass; for --mismatch, the kind of difference). Pair it with --expect-error: an empty module fails iree-compile too.")
 @click.option("--mismatch", is_flag=True, help="Built-in oracle: --compile and --against build two modules ({output}); interesting while iree-run-module's outputs differ.")
 @click.option("--against", metavar="COMMAND", help="The second configuration: for --mismatch, or the fast side of --slower-than-factor.")
 @click.option("--backends", metavar="A,B", help="Shorthand for --mismatch between two llvm-cpu/vmvx style local backends.")

@@ -406,7 +406,10 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     if settings.mismatch:
         if against is None or timing:
             raise UserError(EXIT_USAGE, "--mismatch needs --against COMMAND (the second configuration), and no --slower-than")
-        return MismatchOracle(command, against, basename, timeout, runner, settings.function, settings.rtol, settings.atol)
+        return MismatchOracle(
+            command, against, basename, timeout, runner, settings.function, settings.rtol, settings.atol,
+            allow_slippage=settings.allow_slippage,
+        )
     if timing:
         if settings.slower_than is not None and settings.slower_than_factor is not None:
             raise UserError(EXIT_USAGE, "give one of --slower-than and --slower-than-factor")

@@ -15,6 +15,7 @@ import re
 import signal
 
 import attrs
+import numpy as np
 
 #: Frames of the crash handler itself, not of the bug.
 _HANDLER_FRAMES = re.compile(r"llvm::sys::|SignalHandler|__restore_rt|libc\.so|libpthread|abort|raise|__assert|_start\b")
@@ -56,7 +57,9 @@ def normalise(message: str) -> str:
 
 @attrs.frozen
 class Signature:
-    """kind: 'crash' (a signal or an LLVM stack dump), 'error' (a non-zero exit), 'ok'."""
+    """kind: 'crash' (a signal or an LLVM stack dump), 'error' (a non-zero exit), 'ok';
+    'mismatch' (two configurations' outputs differ: `code` is the first output that
+    differs, `errors` the kinds of difference found, the worst first; see `numeric`)."""
 
     kind: str
     code: int | None = None  # the signal for a crash, the exit code for an error
@@ -87,6 +90,8 @@ class Signature:
                 return False
             if not n and original.code != self.code:
                 return False
+        elif original.kind == "mismatch":  # the output's index moves as results are dropped
+            return original.first_error in self.errors
         elif original.kind == "error" and self.code != original.code:
             return False
         return not original.first_error or original.first_error in self.errors
@@ -94,6 +99,8 @@ class Signature:
     def describe(self) -> str:
         if self.kind == "ok":
             return "no failure"
+        if self.kind == "mismatch":
+            return f"output {self.code} differs: {', '.join(self.errors)}"
         if self.kind == "crash":
             what = signal.Signals(self.code).name if self.code else "crash"
             where = self.assertion or (self.frames[0] if self.frames else self.first_error)
@@ -139,3 +146,55 @@ def of(returncode: int | None, stderr: str) -> Signature:
     if returncode == 0:
         return Signature("ok", 0, tuple(errors))
     return Signature("error", returncode, tuple(errors))
+
+
+#: Kinds of numeric difference, the worst first: a candidate must show the original's worst.
+DIFFERENCES = (
+    "shapes differ", "NaN on a only", "NaN on b only", "inf on a only", "inf on b only",
+    "opposite signs", "off by 2x or more", "off by under 2x",
+)
+
+
+def _kinds(x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> list[str]:
+    """Which kinds of difference the elements of x and y show beyond rtol/atol."""
+    if x.shape != y.shape:
+        return ["shapes differ"]
+    x, y = x.astype(np.float64).ravel(), y.astype(np.float64).ravel()
+    differ = ~np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
+    if not differ.any():
+        return []
+    x, y = x[differ], y[differ]
+    found = set()
+    nan_x, nan_y, inf_x, inf_y = np.isnan(x), np.isnan(y), np.isinf(x), np.isinf(y)
+    found |= {"NaN on a only"} if (nan_x & ~nan_y).any() else set()
+    found |= {"NaN on b only"} if (nan_y & ~nan_x).any() else set()
+    found |= {"inf on a only"} if (inf_x & ~inf_y & ~nan_y).any() else set()
+    found |= {"inf on b only"} if (inf_y & ~inf_x & ~nan_x).any() else set()
+    finite = np.isfinite(x) & np.isfinite(y)
+    fx, fy = x[finite], y[finite]
+    if fx.size:
+        if ((np.abs(fx) > atol) & (np.abs(fy) > atol) & (np.sign(fx) != np.sign(fy))).any():
+            found.add("opposite signs")
+        big, small = np.maximum(np.abs(fx), np.abs(fy)), np.minimum(np.abs(fx), np.abs(fy))
+        far = big >= 2 * small
+        found |= {"off by 2x or more"} if far.any() else set()
+        found |= {"off by under 2x"} if (~far).any() else set()
+    return [k for k in DIFFERENCES if k in found]
+
+
+def numeric(a: list[np.ndarray], b: list[np.ndarray], rtol: float, atol: float) -> Signature:
+    """The 'mismatch' signature of two runs' outputs ('ok' when they agree): the first
+    output that differs, and every kind of difference any output shows, worst first, so
+    that a candidate matches while it still shows the original's worst kind."""
+    first, found = None, set()
+    for i, (x, y) in enumerate(zip(a, b)):
+        kinds = _kinds(x, y, rtol, atol)
+        if kinds and first is None:
+            first = i
+            found.add(kinds[0])  # the first output's worst leads
+            head = kinds[0]
+        found |= set(kinds)
+    if first is None:
+        return Signature("ok", 0)
+    rest = [k for k in DIFFERENCES if k in found and k != head]
+    return Signature("mismatch", first, (head, *rest))

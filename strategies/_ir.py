@@ -440,6 +440,33 @@ def inline_block(op: ir.Operation, block: ir.Block, args: Iterable[ir.Value]) ->
     return list(ops[-1].operands) if ops else []
 
 
+def drop_for_iter_args(rewriter: Rewriter, path: Path, loop: ir.Operation, drop: set[int]) -> None:
+    """Rebuild the scf.for without iter_args `drop`; their uses get the initial value."""
+    operands = list(loop.operands)
+    inits = operands[3:]
+    block = loop.regions[0].blocks[0]
+    for k in drop:
+        block.arguments[1 + k].replace_all_uses_with(inits[k])
+    kept = [k for k in range(len(inits)) if k not in drop]
+    with loop.location:
+        new = ir.Operation.create(
+            "scf.for", results=[loop.results[k].type for k in kept], operands=operands[:3] + [inits[k] for k in kept],
+            attributes=attributes_of(loop), regions=1, ip=ir.InsertionPoint(loop),
+        )
+        block.append_to(new.regions[0])
+        for k in sorted(drop, reverse=True):
+            block.erase_argument(1 + k)
+        term = list(block.operations)[-1].operation
+        yielded = list(term.operands)
+        rewriter.note_feeders(yielded[k] for k in drop)
+        ir.Operation.create(term.name, operands=[yielded[k] for k in kept], ip=ir.InsertionPoint(term))
+        rewriter.erase_op(term)
+    new_results = iter(new.results)
+    for k, result in enumerate(loop.results):
+        result.replace_all_uses_with(inits[k] if k in drop else next(new_results))
+    rewriter.swap(path, new)
+
+
 def cuts_nothing(op: ir.Operation) -> bool:
     """True when op's operands are all block arguments or constants: replacing op by a
     fresh value cuts no computation, so only dropping it (drop-ops) is worth a check."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, attributes_of, inline_block, walk_paths
+from strategies._ir import Rewriter, drop_for_iter_args, has_uses, inline_block, walk_paths
 
 #: op name -> edit kinds offered for it (checked further in `_kinds`)
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -37,7 +37,8 @@ def _kinds(op: ir.Operation) -> list[tuple[str, object]]:
         kinds.remove("unwrap")
     out: list[tuple[str, object]] = [(k, None) for k in kinds]
     if op.name == "scf.for":
-        out += [("drop-iter-arg", k) for k in range(len(op.results))]
+        # an unused result goes with unused-results; here a used one takes its initial value
+        out += [("drop-iter-arg", k) for k, r in enumerate(op.results) if has_uses(r)]
     if op.name == "linalg.generic":
         block = op.regions[0].blocks[0]
         term = list(block.operations)[-1].operation
@@ -80,7 +81,7 @@ class Regions(Strategy):
                 continue
             done.add(e.path)
             if e.kind == "drop-iter-arg":
-                _drop_iter_args(rewriter, e.path, op, dropped_iter_args[e.path])
+                drop_for_iter_args(rewriter, e.path, op, dropped_iter_args[e.path])
                 continue
             values = _simplify(rewriter, op, e)
             if values is not None:
@@ -113,30 +114,3 @@ def _simplify(rewriter: Rewriter, op: ir.Operation, e: Edit) -> list[ir.Value] |
         term.operands[j] = block.arguments[k]
         return None
     return None
-
-
-def _drop_iter_args(rewriter: Rewriter, path: tuple[int, ...], loop: ir.Operation, drop: set[int]) -> None:
-    """Rebuild the scf.for without iter_args `drop`; their uses get the initial value."""
-    operands = list(loop.operands)
-    inits = operands[3:]
-    block = loop.regions[0].blocks[0]
-    for k in drop:
-        block.arguments[1 + k].replace_all_uses_with(inits[k])
-    kept = [k for k in range(len(inits)) if k not in drop]
-    with loop.location:
-        new = ir.Operation.create(
-            "scf.for", results=[loop.results[k].type for k in kept], operands=operands[:3] + [inits[k] for k in kept],
-            attributes=attributes_of(loop), regions=1, ip=ir.InsertionPoint(loop),
-        )
-        block.append_to(new.regions[0])
-        for k in sorted(drop, reverse=True):
-            block.erase_argument(1 + k)
-        term = list(block.operations)[-1].operation
-        yielded = list(term.operands)
-        rewriter.note_feeders(yielded[k] for k in drop)
-        ir.Operation.create(term.name, operands=[yielded[k] for k in kept], ip=ir.InsertionPoint(term))
-        rewriter.erase_op(term)
-    new_results = iter(new.results)
-    for k, result in enumerate(loop.results):
-        result.replace_all_uses_with(inits[k] if k in drop else next(new_results))
-    rewriter.swap(path, new)

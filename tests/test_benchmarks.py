@@ -34,9 +34,24 @@ def _ops(text: str) -> int:
 def test_transformer_is_large_valid_and_carries_its_bug(bug: str) -> None:
     text = models.transformer(bug=bug)
     assert 1000 <= _ops(text) <= 10000
-    marker = {"f6": "f6E2M3FN", "tf32": "xtf32>", "i4dyn": "tensor<?xi4>", "i4odd": "tensor<7xi4>", "powf": "math.powf"}[bug]
+    marker = {"f6": "f6E2M3FN", "tf32": "xtf32>", "i4dyn": "tensor<?xi4>", "i4odd": "tensor<7xi4>", "powf": "math.powf",
+              "f6fused": "f6E2M3FN", "fptosi": "arith.fptosi"}[bug]
     assert marker in text
     assert "dense<[" in text and "call @softmax" in text and "call @layer" in text
+
+
+@needs_iree
+@pytest.mark.parametrize("case", [c for c in cases.CASES if c.hand], ids=lambda c: c.name)
+def test_a_hand_reduced_case_and_its_original_both_show_the_bug(case: cases.Case, tmp_path: Path) -> None:
+    """The bar (1.1x the hand-reduced size) means something only if the hand reduction
+    is the same bug and smaller than the input."""
+    hand = (ROOT / "benchmarks" / "hand" / case.hand).read_text()
+    original = case.make()
+    assert _ops(hand) < _ops(original) // 10
+    for name, text in (("hand", hand), ("original", original)):
+        (tmp_path / "input.mlir").write_text(text)
+        check = run.plain_check(tmp_path, case)
+        assert subprocess.run([str(check), "input.mlir"], cwd=tmp_path).returncode == 0, name
 
 
 def test_convnet_and_upstream_cases_verify() -> None:

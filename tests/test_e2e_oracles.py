@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import attrs
 import jsonschema
 import pytest
 from conftest import needs_iree
@@ -124,6 +125,39 @@ def test_a_numeric_mismatch_between_backends_is_reduced(tmp_path: Path):
     assert result.final_verdict is not None and "differs" in result.final_verdict.stderr_tail
     assert "function @main on inputs tensor<" in result.final_verdict.stderr_tail  # a report shows the inputs used
     assert result.stats.outcomes["same outputs"] > 0  # candidates that lost the mismatch were refused
+
+
+SLIP = """func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {{
+  %big = arith.constant dense<1.0e10> : tensor<8xf32>
+  %m = arith.mulf %x, %big : tensor<8xf32>
+  %i = arith.fptosi %m : tensor<8xf32> to tensor<8xi32>
+  %f = arith.sitofp %i : tensor<8xi32> to tensor<8xf32>
+  {powf}
+  return %s : tensor<8xf32>
+}}
+"""
+POWF = "%e = math.round %x : tensor<8xf32>\n  %p = math.powf %x, %e : tensor<8xf32>\n  %s = arith.addf %f, %p : tensor<8xf32>"
+
+
+def test_a_mismatch_that_differs_another_way_is_a_different_bug(tmp_path: Path):
+    """powf of negative bases is NaN on llvm-cpu only; an out-of-range fptosi differs in
+    sign and size on both. The second alone is another bug unless slippage is allowed."""
+    from reducer.oracles import MismatchOracle, parse_command
+
+    backend = COMPILE.split("llvm-cpu")[0]
+    oracle = MismatchOracle(
+        parse_command(f"{COMPILE} {{input}} -o {{output}}", needs_output=True),
+        parse_command(f"{backend}vmvx {{input}} -o {{output}}", needs_output=True), "in.mlir", 60.0,
+    )
+    original = oracle.run(SLIP.format(powf=POWF).encode())
+    assert original.interesting and original.signature.first_error == "NaN on a only"
+    calibrated = oracle.calibrate(original)
+    slipped = SLIP.format(powf="%s = arith.addf %f, %x : tensor<8xf32>").encode()
+    verdict = calibrated.run(slipped)
+    assert verdict.outcome == "different bug" and "opposite signs" in verdict.signature.errors
+    assert "NaN on a only" in calibrated.why_not(verdict)
+    loose = attrs.evolve(calibrated, allow_slippage=True)
+    assert loose.run(slipped).outcome == "interesting"
 
 
 def test_a_compile_time_regression_is_reduced_to_what_makes_it_slow(tmp_path: Path):

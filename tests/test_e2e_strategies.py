@@ -50,6 +50,19 @@ CASES = [
         "arith.addi %arg0, %arg0",
     ),
     Case(
+        "values-to-return",
+        """func.func @main(%a: tensor<7xf32>) -> tensor<7xf32> {
+  %c = arith.constant dense<[1, 2, 3, 4, 5, 6, 7]> : tensor<7xi4>
+  %0 = math.exp %a : tensor<7xf32>
+  %1 = arith.sitofp %c : tensor<7xi4> to tensor<7xf32>
+  %2 = arith.mulf %0, %1 : tensor<7xf32>
+  %3 = math.log %2 : tensor<7xf32>
+  return %3 : tensor<7xf32>
+}""",
+        ("dense<\\[1, 2, 3, 4, 5, 6, 7\\]> : tensor<7xi4>",),
+        "return %cst : tensor<7xi4>",
+    ),
+    Case(
         "remove-results-and-arguments",
         """func.func @main(%a: f32, %b: f32) -> (f32, f32) {
   %0 = math.exp %a : f32
@@ -72,6 +85,51 @@ CASES = [
 }""",
         ("math.exp",),
         "math.exp %arg0",
+    ),
+    Case(
+        "unused-results",
+        """#b = affine_map<(d0, d1) -> (d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @main(%a: tensor<4xf32>) -> tensor<3x4xf32> {
+  %e = tensor.empty() : tensor<3x4xf32>
+  %e2 = tensor.empty() : tensor<3x4xf32>
+  %r:2 = linalg.generic {indexing_maps = [#b, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<4xf32>) outs(%e, %e2 : tensor<3x4xf32>, tensor<3x4xf32>) {
+  ^bb0(%x: f32, %o: f32, %p: f32):
+    %y = math.exp %x : f32
+    %z = math.log %x : f32
+    linalg.yield %y, %z : f32, f32
+  } -> (tensor<3x4xf32>, tensor<3x4xf32>)
+  return %r#0 : tensor<3x4xf32>
+}""",
+        ("math.exp",),
+        "outs(%0 : tensor<1x1xf16>)",  # a broadcast: generic-to-ops cannot take it apart
+    ),
+    Case(
+        "shrink-values",
+        """func.func @main(%b: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %c = arith.constant dense<[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 1.0]> : tensor<8xf32>
+  %r = math.exp %b : tensor<8xf32>
+  return %c, %r : tensor<8xf32>, tensor<8xf32>
+}""",
+        ("arith.constant dense<\\[", "math.exp .*tensor<8x"),
+        "-> (tensor<2xf16>",
+    ),
+    Case(
+        "generic-to-ops",
+        """#id = affine_map<(d0) -> (d0)>
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = math.exp %x : f32
+    linalg.yield %y : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}""",
+        ("math.exp",),
+        "math.exp %arg0 : tensor<",
     ),
     Case(
         "types",

@@ -125,3 +125,12 @@ def test_mismatch_inputs_come_from_the_module_abi(tmp_path: Path):
     assert first.shape == (2, 4) and first.dtype == np.float32 and (first < 0).any() and (first > 0).any()
     assert np.array_equal(first, np.load(input_flag("tensor<2x?xf32>", 0, str(tmp_path)).split("@", 1)[1]))
     assert input_flag("tensor<4xcomplex<f32>>", 0, str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_allow_slippage_reaches_the_mismatch_oracle(allow: bool):
+    from reducer.session import Settings, make_oracle
+
+    settings = Settings("in.mlir", compile="iree-compile {input} -o {output}", against="iree-compile {input} -o {output}",
+                        mismatch=True, allow_slippage=allow)
+    assert make_oracle(settings, "in.mlir", 10.0).allow_slippage is allow

@@ -74,3 +74,38 @@ def test_an_assertion_is_part_of_a_crash_signature():
     assert sig.assertion.startswith("isa<To>(Val)")
     other = signature.of(-6, text.replace("isa<To>", "dyn_cast<To>"))
     assert not other.matches(sig)
+
+
+def _numeric(a: list, b: list):
+    import numpy as np
+
+    return signature.numeric([np.array(x, dtype=np.float32) for x in a], [np.array(y, dtype=np.float32) for y in b], 1e-3, 1e-4)
+
+
+def test_a_numeric_mismatch_records_the_output_and_the_worst_kind_of_difference():
+    nan = float("nan")
+    sig = _numeric([[1.0, 2.0], [nan, 3.0, -1.0]], [[1.0, 2.0], [0.25, 3.5, 1.0]])
+    assert sig.kind == "mismatch" and sig.code == 1
+    assert sig.errors == ("NaN on a only", "opposite signs", "off by under 2x")
+    assert sig.describe() == "output 1 differs: NaN on a only, opposite signs, off by under 2x"
+    assert _numeric([[1.0]], [[1.00001]]).kind == "ok"
+
+
+def test_each_kind_of_numeric_difference():
+    inf, nan = float("inf"), float("nan")
+    assert _numeric([[nan]], [[nan]]).kind == "ok"
+    assert _numeric([[1.0]], [[nan]]).errors == ("NaN on b only",)
+    assert _numeric([[inf]], [[1.0]]).errors == ("inf on a only",)
+    assert _numeric([[1.0]], [[-inf]]).errors == ("inf on b only",)
+    assert _numeric([[1.0]], [[5.0]]).errors == ("off by 2x or more",)
+    assert _numeric([[1.0, 2.0]], [[1.0, 2.0, 3.0]]).errors == ("shapes differ",)
+
+
+def test_a_candidate_must_still_differ_the_original_way_wherever_that_output_went():
+    nan = float("nan")
+    original = _numeric([[5.0], [nan, 1.0]], [[5.0], [-0.8, 1.0]])  # output 1: NaN on one side
+    moved = _numeric([[nan, 2.0]], [[-0.8, 2.0]])  # the same difference, now output 0
+    slipped = _numeric([[1.0, -2.0]], [[1.0, 2.0]])  # a sign flip somewhere else
+    assert moved.matches(original)
+    assert not slipped.matches(original)
+    assert not signature.Signature("ok", 0).matches(original)

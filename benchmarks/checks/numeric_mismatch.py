@@ -6,7 +6,11 @@ negatives and zeros), so the check keeps working while the reducer shrinks shape
 drops arguments. Both compiles and both runs must succeed: a candidate that breaks one
 backend is not the bug being chased.
 
-    numeric_mismatch.py FILE [--a llvm-cpu] [--b vmvx] [--rtol 1e-3] [--atol 1e-4]
+    numeric_mismatch.py FILE [--a llvm-cpu] [--b vmvx] [--rtol 1e-3] [--atol 1e-4] [--kind KIND]
+
+--kind asks that the outputs still differ that way ("NaN on a only", one of
+reducer.signature.DIFFERENCES), as the built-in --mismatch oracle does on its own:
+without it, a reduction may slip to any other difference between the backends.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from reducer import signature
 from reducer.oracles.mismatch import split_top
 
 FLAGS = {
@@ -90,6 +95,7 @@ def main() -> None:
     p.add_argument("--b", default="vmvx")
     p.add_argument("--rtol", type=float, default=1e-3)
     p.add_argument("--atol", type=float, default=1e-4)
+    p.add_argument("--kind", choices=signature.DIFFERENCES, help="the kind of difference that must remain")
     args = p.parse_args()
     text = Path(args.file).read_text()
     fn, types, n_out = entry(text)
@@ -100,10 +106,8 @@ def main() -> None:
         b = run(args.b, args.file, fn, inputs, tmp, n_out)
     if len(a) != len(b) or not a:
         sys.exit(1)
-    for x, y in zip(a, b):
-        if x.shape != y.shape or not np.allclose(x.astype(np.float64), y.astype(np.float64), rtol=args.rtol, atol=args.atol, equal_nan=True):
-            sys.exit(0)
-    sys.exit(1)
+    sig = signature.numeric(a, b, args.rtol, args.atol)
+    sys.exit(0 if sig.kind == "mismatch" and (args.kind is None or args.kind in sig.errors) else 1)
 
 
 if __name__ == "__main__":

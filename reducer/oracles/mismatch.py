@@ -1,7 +1,9 @@
 """Interesting while two configurations compute different numbers for the same inputs.
 
 Both compile and both runs must succeed: a candidate that breaks one side is not the bug
-being chased. The inputs are generated from the compiled module's ABI declaration (read
+being chased. The original's kind of difference (NaN or inf on one side only, opposite
+signs, how far apart: reducer/signature.py) is kept, like a compile failure's signature:
+a candidate that differs only some other way has slipped to another bug. The inputs are generated from the compiled module's ABI declaration (read
 with iree-dump-module), never from the IR, so they follow the program as the reducer
 drops arguments and shrinks shapes: fixed values with negatives, zeros and fractions.
 """
@@ -17,6 +19,7 @@ import subprocess
 import attrs
 import numpy as np
 
+from reducer import signature
 from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, never
 from reducer.oracles.command import Command, resolve_tool
 
@@ -97,6 +100,8 @@ class MismatchOracle(Oracle):
     function: str | None = None  # default: 'main' if exported, else the first export
     rtol: float = 1e-3
     atol: float = 1e-4
+    allow_slippage: bool = False  # any difference counts, not only the original's kind
+    expected: signature.Signature | None = None  # the original's, once calibrated
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
@@ -128,24 +133,34 @@ class MismatchOracle(Oracle):
         a, b = outputs
         if not a:
             return self._verdict("same outputs", 0, seconds, "the function returns nothing")
-        for i, (x, y) in enumerate(zip(a, b)):
-            if x.shape != y.shape:
-                return self._verdict("interesting", 0, seconds, f"output {i}: shapes {x.shape} and {y.shape}")
+        sig = signature.numeric(a, b, self.rtol, self.atol)
+        if sig.kind == "ok":
+            return self._verdict("same outputs", 0, seconds, "", sig)
+        i = sig.code or 0
+        x, y = a[i], b[i]
+        if x.shape != y.shape:
+            detail = f"output {i}: shapes {x.shape} and {y.shape}"
+        else:
             x64, y64 = x.astype(np.float64), y.astype(np.float64)
             close = np.isclose(x64, y64, rtol=self.rtol, atol=self.atol, equal_nan=True)
-            if not close.all():
-                k = int(np.argmin(close.ravel()))
-                return self._verdict(
-                    "interesting", 0, seconds,
-                    f"output {i} differs in {int((~close).sum())} of {close.size} elements; "
-                    f"first at flat index {k}: {float(x64.ravel()[k])} vs {float(y64.ravel()[k])}\n"
-                    f"function @{function} on inputs {described}\n"
-                    f"a: {x.ravel()[:8]}\nb: {y.ravel()[:8]}",
-                )
-        return self._verdict("same outputs", 0, seconds, "")
+            k = int(np.argmin(close.ravel()))
+            detail = (
+                f"output {i} differs in {int((~close).sum())} of {close.size} elements ({', '.join(sig.errors)}); "
+                f"first at flat index {k}: {float(x64.ravel()[k])} vs {float(y64.ravel()[k])}\n"
+                f"function @{function} on inputs {described}\n"
+                f"a: {x.ravel()[:8]}\nb: {y.ravel()[:8]}"
+            )
+        if self.expected is not None and not self.allow_slippage and not sig.matches(self.expected):
+            return self._verdict("different bug", 0, seconds, f"{detail}\nnot {self.expected.describe()}", sig)
+        return self._verdict("interesting", 0, seconds, detail, sig)
 
-    def _verdict(self, outcome: str, rc: int | None, seconds: float, detail: str) -> Verdict:
-        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, detail[-4000:], outcome)
+    def calibrate(self, original: Verdict) -> MismatchOracle:
+        return attrs.evolve(self, expected=original.signature)
+
+    def _verdict(
+        self, outcome: str, rc: int | None, seconds: float, detail: str, sig: signature.Signature | None = None
+    ) -> Verdict:
+        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, detail[-4000:], outcome, sig)
 
     def _entry(self, vmfb: str, tmp: str) -> tuple[str, list[str], int] | None:
         try:
@@ -169,6 +184,8 @@ class MismatchOracle(Oracle):
         return f"{a}\n{b}\n{run} --module=a.vmfb <inputs>  # and the same with b.vmfb; outputs differ beyond rtol={self.rtol:g}, atol={self.atol:g}"
 
     def why_not(self, verdict: Verdict) -> str:
+        if verdict.outcome == "different bug" and self.expected is not None:
+            return f"the outputs differ another way than the original's ({self.expected.describe()})"
         if verdict.outcome == "same outputs":
             return f"both configurations give the same outputs (rtol={self.rtol:g}, atol={self.atol:g})"
         return f"{verdict.outcome}: {verdict.stderr_tail.strip().splitlines()[-1:] or ''}"

@@ -1,0 +1,96 @@
+"""generic-to-ops: an elementwise `linalg.generic` becomes its body's ops on tensors.
+
+What a compiler engineer does by hand with a fused elementwise generic: its body is
+scalar `arith`/`math` ops over the inputs' elements, and the same ops on whole tensors
+are the same program without the generic, its output operands and its yield. Only
+generics with identity maps, parallel loops, a body that does not read the outputs and
+uses nothing from outside but the inputs (scalar constants become splats).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import Rewriter, attributes_of, get_attr, has_uses, walk_paths
+
+
+def _eligible(op: ir.Operation) -> bool:
+    if op.name != "linalg.generic" or not len(op.results):
+        return False
+    maps, iterators = get_attr(op, "indexing_maps"), get_attr(op, "iterator_types")
+    if maps is None or iterators is None or "reduction" in str(iterators) or "window" in str(iterators):
+        return False
+    shape = op.results[0].type
+    if not isinstance(shape, ir.RankedTensorType):
+        return False
+    rank = shape.rank
+    if any(ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)):
+        return False
+    if any(not isinstance(v.type, ir.RankedTensorType) or list(v.type.shape) != list(shape.shape) for v in op.operands):
+        return False
+    block = op.regions[0].blocks[0]
+    n_in = len(op.operands) - len(op.results)
+    if any(has_uses(a) for a in list(block.arguments)[n_in:]):
+        return False
+    inside = {a for a in block.arguments}
+    ops = [o.operation for o in block.operations]
+    for body_op in ops[:-1]:
+        if body_op.name.split(".")[0] not in ("arith", "math") or len(body_op.regions):
+            return False
+        for value in body_op.operands:
+            if value not in inside:
+                return False  # captured from outside the generic
+        inside |= set(body_op.results)
+    return all(v in inside for v in ops[-1].operands)
+
+
+class GenericToOps(Strategy):
+    name = "generic-to-ops"
+    summary = "an elementwise linalg.generic becomes its body's arith/math ops on tensors"
+    priority = 29
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        assert program.root is not None
+        return [Edit("unfuse", path) for path, op in walk_paths(program.root) if len(path) > 3 and _eligible(op)]
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        root = program.clone()
+        rewriter = Rewriter(root)
+        for path in sorted((e.path for e in edits), reverse=True):
+            op = rewriter.op(path)
+            if op is not None and _eligible(op):
+                rewriter.replace_op(path, _unfuse(op))
+        rewriter.finish()
+        return root
+
+
+def _tensor(t: ir.Type, shape: list[int]) -> ir.Type:
+    return ir.RankedTensorType.get(shape, t)
+
+
+def _unfuse(op: ir.Operation) -> list[ir.Value]:
+    """Create the body's ops on tensors in front of op; the values its results become."""
+    shape = list(ir.RankedTensorType(op.results[0].type).shape)
+    block = op.regions[0].blocks[0]
+    n_in = len(op.operands) - len(op.results)
+    tensor_of: dict[ir.Value, ir.Value] = {a: v for a, v in zip(list(block.arguments)[:n_in], op.operands)}
+    ops = [o.operation for o in block.operations]
+    ip = ir.InsertionPoint(op)
+    for body_op in ops[:-1]:
+        attributes = attributes_of(body_op)
+        if body_op.name == "arith.constant":
+            scalar = str(attributes["value"])
+            literal = scalar[: scalar.rindex(" : ")] if " : " in scalar else scalar
+            t = _tensor(body_op.results[0].type, shape)
+            attributes["value"] = ir.Attribute.parse(f"dense<{literal}> : {t}")
+        with body_op.location:
+            new = ir.Operation.create(
+                body_op.name, results=[_tensor(r.type, shape) for r in body_op.results],
+                operands=[tensor_of[v] for v in body_op.operands], attributes=attributes, ip=ip,
+            )
+        for old, value in zip(body_op.results, new.results):
+            tensor_of[old] = value
+    return [tensor_of[v] for v in ops[-1].operands]

@@ -1,0 +1,194 @@
+"""values-to-return: make an intermediate value the function's only result.
+
+llvm-reduce's values-to-return for MLIR. Returning a value drops everything after it in
+the function's body and whatever only fed the old results, in one candidate: a bug in
+how a constant or a matmul is compiled survives, the rest of the model does not. The
+function's result type becomes the value's; every `func.call` of it adapts (old
+results of the new type use the new one, the others get the usual replacement). Only
+single-block functions whose every reference is a call (or that nothing references).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iree.compiler import ir
+
+from reducer.strategy import Edit, Program, Strategy
+from strategies._ir import (
+    Path,
+    Rewriter,
+    attributes_of,
+    functions,
+    get_attr,
+    has_uses,
+    is_terminator,
+    op_at,
+    op_key,
+    set_function_type,
+    function_type,
+    walk_paths,
+)
+
+
+class ValuesToReturn(Strategy):
+    name = "values-to-return"
+    summary = "return an intermediate value (or an argument) from its function, dropping everything after it"
+    priority = 32
+
+    def opportunities(self, program: Program) -> list[Edit]:
+        return list(_ranked(program))
+
+    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+        assert program.root is not None
+        rank = _ranked(program)
+        fns = functions(program.memo, program.root)
+        chosen: dict[Path, Edit] = {}  # function -> its best-ranked edit in this subset
+        for e in sorted(edits, key=lambda e: rank.get(e, len(rank))):
+            chosen.setdefault(e.path[:3], e)
+        if not chosen:
+            return None
+        root = program.clone()
+        rewriter = Rewriter(root)
+        name_of = {path: name for name, path in fns.paths.items()}
+        # A returned call to a function that changes too would change type under it: keep the caller's edit.
+        for fpath, e in list(chosen.items()):
+            if e.kind == "value":
+                op = op_at(program, e.path)
+                callee = get_attr(op, "callee") if op.name == "func.call" else None
+                target = fns.paths.get(ir.FlatSymbolRefAttr(callee).value) if callee is not None else None
+                if target is not None and target != fpath:
+                    chosen.pop(target, None)
+        new_types: dict[str, ir.Type] = {}
+        for fpath, e in sorted(chosen.items()):
+            func = rewriter.table[fpath]
+            new_types[name_of[fpath]] = _truncate(rewriter, func, e)
+        for name, t in sorted(new_types.items()):
+            for path in fns.calls.get(name, []):
+                _adapt_call(rewriter, path, t)
+        rewriter.finish()
+        return root
+
+
+def _ranked(program: Program) -> dict[Edit, int]:
+    """Every edit with its position: most ops cut first, then program order."""
+    cached = program.memo.get("values-to-return")
+    if cached is not None:
+        return cached
+    assert program.root is not None
+    fns = functions(program.memo, program.root)
+    scored: list[tuple[int, Edit]] = []
+    for name, fpath in fns.paths.items():
+        if fns.fixed_signature(name):
+            continue
+        func = op_at(program, fpath)
+        if len(func.regions[0].blocks) != 1:
+            continue  # a return in the entry block would leave the other blocks' returns behind
+        scored += _spread(_candidates(fpath, func))
+    scored.sort(key=lambda item: (-item[0], item[1].path, item[1].kind, item[1].arg))  # tuples: cheap to compare
+    ranked = {e: i for i, (_cut, e) in enumerate(scored)}
+    program.memo["values-to-return"] = ranked
+    return ranked
+
+
+#: Values offered per function and round. The alternatives exclude each other and most of
+#: them fail when the bug sits late (they cut it): on a 200-op chain, offering every value
+#: cost 143 checks. Evenly spread ones find where the bug starts to go within a fraction
+#: of the body; the next round, on the smaller function, looks closer.
+PER_FUNCTION = 8
+
+
+def _spread(found: list[tuple[int, Edit]]) -> list[tuple[int, Edit]]:
+    """At most PER_FUNCTION of a function's candidates, spread evenly from most cut to least."""
+    found = sorted(found, key=lambda item: (-item[0], item[1].path, item[1].kind, item[1].arg))
+    if len(found) <= PER_FUNCTION:
+        return found
+    step = (len(found) - 1) / (PER_FUNCTION - 1)
+    return [found[round(i * step)] for i in range(PER_FUNCTION)]
+
+
+def _candidates(fpath: Path, func: ir.Operation) -> list[tuple[int, Edit]]:
+    """(ops cut, edit) for each argument and each result of a top-level op of func.
+
+    What stays is the value's backward slice plus the ops before it that have no results
+    (side effects the rewriter does not prune) and their slices; everything else goes."""
+    block = func.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    if not ops or not is_terminator(ops[-1]):
+        return []
+    body = ops[:-1]
+    index = {op_key(op): i for i, op in enumerate(body)}
+    weight = [1 + sum(1 for _ in walk_paths(op)) for op in body]
+    total = sum(weight)
+    returned = list(ops[-1].operands)
+    slices: list[int] = []  # bitset of the top-level ops each op needs
+    for i, op in enumerate(body):
+        need = 1 << i
+        for inner in [op] + [o for _p, o in walk_paths(op)]:
+            for value in inner.operands:
+                owner = value.owner
+                if not isinstance(owner, ir.Block):
+                    j = index.get(op_key(owner.operation))
+                    if j is not None and j != i:
+                        need |= slices[j]
+        slices.append(need)
+
+    nested = {i: w - 1 for i, w in enumerate(weight) if w > 1}  # ops with regions weigh more
+
+    def cut(kept: int) -> int:  # a popcount: this runs once per op of a function
+        return total - kept.bit_count() - sum(extra for i, extra in nested.items() if kept >> i & 1)
+
+    out: list[tuple[int, Edit]] = []
+    for k, arg in enumerate(block.arguments):
+        if returned != [arg]:
+            out.append((total, Edit("argument", fpath, k)))
+    effects = 0  # slices of the result-less ops so far: they stay
+    for i, op in enumerate(body):
+        n = cut(slices[i] | effects)
+        for k, result in enumerate(op.results):
+            if n > 0 and returned != [result]:
+                out.append((n, Edit("value", fpath + (0, 0, i), k)))
+        if not len(op.results):
+            effects |= slices[i]
+    return out
+
+
+def _truncate(rewriter: Rewriter, func: ir.Operation, e: Edit) -> ir.Type:
+    """Return e's value from func, erasing every op after it; the new result type."""
+    block = func.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    term = ops[-1]
+    if e.kind == "argument":
+        value, after = block.arguments[e.arg], ops  # type: ignore[index]
+    else:
+        op = rewriter.table[e.path]
+        value = op.results[e.arg]  # type: ignore[index]
+        after = ops[next(i for i, o in enumerate(ops) if op_key(o) == op_key(op)) + 1 :]
+    name = term.name
+    for op in after:
+        rewriter.note_feeders(op.operands)
+        rewriter.note_feeders(v for _p, inner in walk_paths(op) for v in inner.operands)
+    for op in reversed(after):
+        for result in op.results:  # only erased later ops used it; a graph region might not
+            if has_uses(result):
+                result.replace_all_uses_with(rewriter.replacement(result, op))
+        rewriter.erase_op(op)
+    with func.location:
+        ir.Operation.create(name, operands=[value], ip=ir.InsertionPoint(block))
+    set_function_type(func, list(function_type(func).inputs), [value.type])
+    if get_attr(func, "res_attrs") is not None:
+        func.attributes["res_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get({})])
+    return value.type
+
+
+def _adapt_call(rewriter: Rewriter, path: Path, t: ir.Type) -> None:
+    """The call now yields one value of type t: old results of that type use it."""
+    call = rewriter.op(path)
+    if call is None:
+        return  # erased with what followed a returned value
+    with call.location:
+        new = ir.Operation.create(
+            call.name, results=[t], operands=list(call.operands), attributes=attributes_of(call),
+            ip=ir.InsertionPoint(call),
+        )
+    rewriter.replace_op(path, [new.result if r.type == t else None for r in call.results])
