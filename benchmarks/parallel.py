@@ -13,11 +13,15 @@ first row's. Results go to benchmarks/results/parallel.json with the commit meas
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -27,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import models  # noqa: E402
 
-DEFAULT_CONFIGS = "local:1,local:2,local:4,local:8,local:16,dask:8,dask:16"
+DEFAULT_CONFIGS = "local:1,local:2,local:4,local:8,local:16,dask:8,dask:16,local:4:kill"
 
 
 def commit() -> str:
@@ -39,14 +43,30 @@ def commit() -> str:
         return "unknown"
 
 
+def _kill_a_worker(ppids: Path, main_pid: int, after: int, killed: list[int]) -> None:
+    """SIGKILL the worker that ran the after-th check (as the OOM killer would)."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not killed:
+        seen = [int(p) for p in (ppids.read_text().split() if ppids.exists() else []) if int(p) != main_pid]
+        if len(seen) >= after:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(seen[-1], signal.SIGKILL)
+                killed.append(seen[-1])
+            return
+        time.sleep(0.05)
+
+
 def run(config: str, sleep: float, extra: list[str]) -> dict:
-    kind, jobs = config.split(":")
+    """config: local:N, dask:N, or local:N:kill (one worker killed after 10 checks)."""
+    kind, jobs, *rest = config.split(":")
+    kill = rest == ["kill"]
     with tempfile.TemporaryDirectory(prefix="parallel-bench-") as d:
         work = Path(d)
         src = work / "input.mlir"
         src.write_text(models.fanout())
         check = work / "check.sh"
-        check.write_text(f'#!/bin/sh\nsleep {sleep}\ngrep -q math.atan2 "$1"\n')
+        ppids = work / "ppids"
+        check.write_text(f'#!/bin/sh\necho $PPID >> {ppids}\nsleep {sleep}\ngrep -q math.atan2 "$1"\n')
         check.chmod(0o755)
         stats, out = work / "stats.json", work / "out.mlir"
         argv = ["ireereduce", str(src), "-c", str(check), "-o", str(out), "-j", jobs, "-q", "--stats-json", str(stats)]
@@ -54,10 +74,19 @@ def run(config: str, sleep: float, extra: list[str]) -> dict:
             argv += ["--executor", "dask"]
         argv += extra
         start = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        killed: list[int] = []
+        killer = threading.Thread(target=_kill_a_worker, args=(ppids, proc.pid, 10, killed)) if kill else None
+        if killer is not None:
+            killer.start()
+        _, stderr = proc.communicate()
         seconds = time.monotonic() - start
+        if killer is not None:
+            killer.join()
+            if not killed:
+                raise SystemExit(f"{config}: no worker was killed")
         if proc.returncode:
-            raise SystemExit(f"{config}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+            raise SystemExit(f"{config}: exit {proc.returncode}: {stderr.strip()[-500:]}")
         s = json.loads(stats.read_text())
         text = out.read_text()
         return {
@@ -65,6 +94,7 @@ def run(config: str, sleep: float, extra: list[str]) -> dict:
             "seconds": round(seconds, 2),
             "checks": s["oracle_calls"],
             "wasted": s["wasted_checks"],
+            "lost_workers": s["lost_workers"],
             "utilisation": round(s["utilisation"], 3),
             "final_ops": s["final"]["ops"],
             "output_sha": hashlib.sha256(text.encode()).hexdigest()[:12],
@@ -74,23 +104,24 @@ def run(config: str, sleep: float, extra: list[str]) -> dict:
 @click.command()
 @click.option("--configs", default=DEFAULT_CONFIGS, show_default=True, help="kind:workers, comma-separated.")
 @click.option("--sleep", default=1.0, show_default=True, help="Seconds each check sleeps.")
-@click.option("--save/--no-save", default=True, show_default=True, help="Write benchmarks/results/parallel.json.")
+@click.option("--save/--no-save", default=True, show_default=True, help="Write the results file.")
+@click.option("--results", default="parallel.json", show_default=True, help="Its name in benchmarks/results/.")
 @click.argument("extra", nargs=-1)
-def main(configs: str, sleep: float, save: bool, extra: tuple[str, ...]) -> None:
+def main(configs: str, sleep: float, save: bool, results: str, extra: tuple[str, ...]) -> None:
     rows = []
     click.echo(f"commit {commit()}; check: sleep {sleep}; grep\n")
-    click.echo("| configuration | wall s | vs local:1 | checks | wasted speculative | utilisation | final ops | same output |")
-    click.echo("|---|---:|---:|---:|---:|---:|---:|---|")
+    click.echo("| configuration | wall s | vs local:1 | checks | wasted speculative | utilisation | lost workers | final ops | same output |")
+    click.echo("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for config in configs.split(","):
         r = run(config.strip(), sleep, list(extra))
         rows.append(r)
         base = rows[0]
         click.echo(
             f"| {r['config']} | {r['seconds']:.1f} | {r['seconds'] / base['seconds']:.2f}x | {r['checks']} | {r['wasted']} | "
-            f"{100 * r['utilisation']:.0f}% | {r['final_ops']} | {'yes' if r['output_sha'] == base['output_sha'] else 'NO'} |"
+            f"{100 * r['utilisation']:.0f}% | {r['lost_workers']} | {r['final_ops']} | {'yes' if r['output_sha'] == base['output_sha'] else 'NO'} |"
         )
     if save:
-        path = HERE / "results" / "parallel.json"
+        path = HERE / "results" / results
         path.write_text(json.dumps({"commit": commit(), "sleep": sleep, "rows": rows}, indent=1) + "\n")
         click.echo(f"\nwritten to {path.relative_to(HERE.parent)}")
 
