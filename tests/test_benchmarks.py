@@ -40,6 +40,7 @@ def test_transformer_is_large_valid_and_carries_its_bug(bug: str) -> None:
     assert "dense<[" in text and "call @softmax" in text and "call @layer" in text
 
 
+@pytest.mark.e2e
 @needs_iree
 @pytest.mark.parametrize("case", [c for c in cases.CASES if c.hand], ids=lambda c: c.name)
 def test_a_hand_reduced_case_and_its_original_both_show_the_bug(case: cases.Case, tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -55,7 +54,6 @@ def test_shipped_example_check_is_interesting_on_its_input():
     assert proc.returncode == 0
 
 
-@pytest.mark.skipif(shutil.which("ireereduce") is None, reason="console script not installed")
 def test_console_script_lists_strategies():
     proc = subprocess.run(["ireereduce", "--list-strategies"], capture_output=True, text=True)
     assert proc.returncode == 0
