@@ -71,7 +71,9 @@ class VerdictJournal:
                         raise ValueError("torn")
                     rec = json.loads(line)
                     if "k" in rec:
-                        self.verdicts[bytes.fromhex(rec["k"])] = _verdict(rec["i"], rec.get("o", ""), rec.get("t", False))
+                        self.verdicts[bytes.fromhex(rec["k"])] = _verdict(
+                            rec["i"], rec.get("o", ""), rec.get("t", False)
+                        )
                     else:
                         self.rechecks.append((bytes.fromhex(rec["r"]), bool(rec["i"])))
                 except (ValueError, KeyError, TypeError):
@@ -114,8 +116,9 @@ class JournaledExecutor(Executor):
     surfaces in the main thread.
     """
 
-    def __init__(self, inner: Executor, journal: VerdictJournal | None,
-                 after: Callable[[Verdict], None] | None = None) -> None:
+    def __init__(
+        self, inner: Executor, journal: VerdictJournal | None, after: Callable[[Verdict], None] | None = None
+    ) -> None:
         self.inner = inner
         self.journal = journal
         self.after = after

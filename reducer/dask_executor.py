@@ -148,8 +148,12 @@ class DaskExecutor(Executor):
                 # A check that kills its worker twice is not retried a third time.
                 with dask.config.set({"distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS - 1}):
                     self._cluster = LocalCluster(
-                        n_workers=max(1, workers), threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None, silence_logs=logging.ERROR,
+                        n_workers=max(1, workers),
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        silence_logs=logging.ERROR,
                         resources=self.resources or None,
                     )
                 self.client = Client(self._cluster, timeout=CONNECT_TIMEOUT)
@@ -167,7 +171,9 @@ class DaskExecutor(Executor):
                 slots = min(slots, int(have // amount)) if amount else slots
         if slots < 1:
             self.close()
-            raise ExecutorUnavailable(f"the Dask cluster has no worker that can run a check (resources {self.resources})")
+            raise ExecutorUnavailable(
+                f"the Dask cluster has no worker that can run a check (resources {self.resources})"
+            )
         self.workers = slots
         self.oracle = oracle
         log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")

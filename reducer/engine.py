@@ -360,7 +360,9 @@ class Engine:
             self.best = attrs.evolve(candidate, size=self.ws.size)
             self.stats.final = self.ws.size
             self.on_improve(candidate)
-            self.on_event("improve", {"size": self.ws.size, "strategy": strategy.name, "checks": self.stats.oracle_calls})
+            self.on_event(
+                "improve", {"size": self.ws.size, "strategy": strategy.name, "checks": self.stats.oracle_calls}
+            )
         original = self.stats.original.bytes or 1
         log.info(
             "%-16s %s (%.1f%% of the original), %d oracle calls so far",
@@ -387,8 +389,15 @@ class Engine:
             self._wait()
             self._resolve(trial)
         self.stats.wait_seconds += time.monotonic() - t0
-        log.debug("decided %s chunk %d@%d: %s after %.2f s (%d in flight)", trial.strategy.name, trial.chunk,
-                  trial.offset, trial.verdict, time.monotonic() - t0, len(self._inflight))
+        log.debug(
+            "decided %s chunk %d@%d: %s after %.2f s (%d in flight)",
+            trial.strategy.name,
+            trial.chunk,
+            trial.offset,
+            trial.verdict,
+            time.monotonic() - t0,
+            len(self._inflight),
+        )
         self._read.add(trial.key)
         st.judged += 1
         counts = self._after[self._last_success]
@@ -503,7 +512,9 @@ class Engine:
         """How likely trial is to succeed: its strategy's record, averaged with how often a
         candidate succeeds right after a success (a sweep that just cut something often
         cuts again at the same place) or after a failure."""
-        after_success = self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
+        after_success = (
+            self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
+        )
         hits, tries = self._after[after_success]
         return (self.stats.per_strategy[trial.strategy.name].success_rate(prior) + hits / tries) / 2
 

@@ -56,8 +56,9 @@ class ExecutorStats:
 
 def worker_died(deaths: int) -> Verdict:
     """The verdict of a candidate that killed its worker every time it ran."""
-    return Verdict(False, None, outcome="worker died",
-                   stderr_tail=f"the check killed the process running it {deaths} times")
+    return Verdict(
+        False, None, outcome="worker died", stderr_tail=f"the check killed the process running it {deaths} times"
+    )
 
 
 class Executor(abc.ABC):
@@ -254,8 +255,9 @@ class LocalExecutor(Executor):
         slot = _Slot()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
-            process = self._ctx.Process(target=_worker_main, args=(self.oracle, child, slot), daemon=True,
-                                        name="ireereduce-worker")
+            process = self._ctx.Process(
+                target=_worker_main, args=(self.oracle, child, slot), daemon=True, name="ireereduce-worker"
+            )
             process.start()
         child.close()
         return _Worker(process, parent, slot)
@@ -334,8 +336,11 @@ class LocalExecutor(Executor):
             return
         self.stats.busy_seconds += time.monotonic() - task.started
         task.deaths += 1
-        log.warning("a worker died (exit %s) under a check; %s", w.process.exitcode,
-                    "running it again" if task.deaths < MAX_WORKER_DEATHS else "the candidate counts as not interesting")
+        log.warning(
+            "a worker died (exit %s) under a check; %s",
+            w.process.exitcode,
+            "running it again" if task.deaths < MAX_WORKER_DEATHS else "the candidate counts as not interesting",
+        )
         if task.deaths >= MAX_WORKER_DEATHS or self._closing:
             self._by_future.pop(task.future, None)
             task.future.set_result(worker_died(task.deaths))

@@ -65,7 +65,9 @@ def reduce_flags(oracle: Oracle, data: bytes, executor: Executor) -> FlagResult:
                     for variant in _pipeline_variants(command.argv[i]):
                         argv = list(command.argv)
                         argv[i] = variant
-                        tries.append((f"a pass of {command.argv[i]} (now {variant})", attrs.evolve(command, argv=tuple(argv))))
+                        tries.append(
+                            (f"a pass of {command.argv[i]} (now {variant})", attrs.evolve(command, argv=tuple(argv)))
+                        )
             found = _first_interesting(oracle, field, tries, data, executor)
             checks += found[1]
             if found[0] is None:

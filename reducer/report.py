@@ -107,10 +107,16 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
             program = f.read()
     oracle = result.oracle
     verdict = result.final_verdict
-    sig = verdict.signature if verdict is not None and verdict.signature is not None else getattr(oracle, "expected", None)
+    sig = (
+        verdict.signature
+        if verdict is not None and verdict.signature is not None
+        else getattr(oracle, "expected", None)
+    )
     kind = {
-        "ScriptOracle": "check-script", "CompileOracle": "compile-failure",
-        "MismatchOracle": "numeric-mismatch", "SlowCompileOracle": "compile-time",
+        "ScriptOracle": "check-script",
+        "CompileOracle": "compile-failure",
+        "MismatchOracle": "numeric-mismatch",
+        "SlowCompileOracle": "compile-time",
     }.get(type(oracle).__name__, type(oracle).__name__)
     name = os.path.basename(result.output)
     found = result.findings
@@ -142,9 +148,13 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         "phase": found.phase,
         "started_from_phase": found.started_from,
         "dispatch": {
-            "name": found.dispatch.name, "failing": list(found.dispatch.failing),
-            "executables": found.dispatch.executables, "seconds": round(found.dispatch.seconds, 2),
-        } if found.dispatch else None,
+            "name": found.dispatch.name,
+            "failing": list(found.dispatch.failing),
+            "executables": found.dispatch.executables,
+            "seconds": round(found.dispatch.seconds, 2),
+        }
+        if found.dispatch
+        else None,
         "flags_removed": list(found.flags_removed),
         "for_upstream": list(found.for_upstream),
         "versions": versions(),
@@ -181,8 +191,11 @@ def to_markdown(report: dict[str, Any]) -> str:
         script = report["check_script"]
         lines += [f"## Check script (`{script['name']}`)", "", "```sh", script["text"].rstrip(), "```", ""]
     if report.get("trivial"):
-        lines += ["> **Warning:** the reduced program is trivial (an empty module or a function that only",
-                  "> returns); the check probably accepts programs without the bug.", ""]
+        lines += [
+            "> **Warning:** the reduced program is trivial (an empty module or a function that only",
+            "> returns); the check probably accepts programs without the bug.",
+            "",
+        ]
     lines += [
         "## Output",
         "",

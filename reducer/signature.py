@@ -18,7 +18,9 @@ import attrs
 import numpy as np
 
 #: Frames of the crash handler itself, not of the bug.
-_HANDLER_FRAMES = re.compile(r"llvm::sys::|SignalHandler|__restore_rt|libc\.so|libpthread|abort|raise|__assert|_start\b")
+_HANDLER_FRAMES = re.compile(
+    r"llvm::sys::|SignalHandler|__restore_rt|libc\.so|libpthread|abort|raise|__assert|_start\b"
+)
 _FRAME = re.compile(r"^\s*#\d+\s+0x[0-9a-fA-F]+\s+(.*)$")
 _DIAG = re.compile(r"^(?:[^\s:][^:]*:\d+:\d+: |<unknown>:\d+:\d+: |[\w./-]+: )?error: (.*)$")
 #: Top frames of a crash stack that must match (below the signal handler).
@@ -150,8 +152,14 @@ def of(returncode: int | None, stderr: str) -> Signature:
 
 #: Kinds of numeric difference, the worst first: a candidate must show the original's worst.
 DIFFERENCES = (
-    "shapes differ", "NaN on a only", "NaN on b only", "inf on a only", "inf on b only",
-    "opposite signs", "off by 2x or more", "off by under 2x",
+    "shapes differ",
+    "NaN on a only",
+    "NaN on b only",
+    "inf on a only",
+    "inf on b only",
+    "opposite signs",
+    "off by 2x or more",
+    "off by under 2x",
 )
 
 

@@ -72,6 +72,7 @@ def rename_symbols(text: str) -> str:
                 continue
             mapping[old] = f"{prefix}{counts.get(prefix, 0)}"
             counts[prefix] = counts.get(prefix, 0) + 1
+
     def swap(m: re.Match[str]) -> str:
         name = m.group(1).strip('"')
         return "@" + mapping[name] if name in mapping else m.group(0)

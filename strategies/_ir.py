@@ -450,8 +450,12 @@ def drop_for_iter_args(rewriter: Rewriter, path: Path, loop: ir.Operation, drop:
     kept = [k for k in range(len(inits)) if k not in drop]
     with loop.location:
         new = ir.Operation.create(
-            "scf.for", results=[loop.results[k].type for k in kept], operands=operands[:3] + [inits[k] for k in kept],
-            attributes=attributes_of(loop), regions=1, ip=ir.InsertionPoint(loop),
+            "scf.for",
+            results=[loop.results[k].type for k in kept],
+            operands=operands[:3] + [inits[k] for k in kept],
+            attributes=attributes_of(loop),
+            regions=1,
+            ip=ir.InsertionPoint(loop),
         )
         block.append_to(new.regions[0])
         for k in sorted(drop, reverse=True):

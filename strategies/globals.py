@@ -19,7 +19,11 @@ from strategies._ir import Rewriter, analyse, get_attr, op_at, symbol_name, walk
 #: global op -> (attribute holding its initial value, load ops, store ops)
 GLOBALS = {
     "util.global": ("initial_value", {"util.global.load"}, {"util.global.store"}),
-    "ml_program.global": ("value", {"ml_program.global_load", "ml_program.global_load_const"}, {"ml_program.global_store"}),
+    "ml_program.global": (
+        "value",
+        {"ml_program.global_load", "ml_program.global_load_const"},
+        {"ml_program.global_store"},
+    ),
 }
 
 
@@ -69,7 +73,9 @@ class Globals(Strategy):
                     if initial is not None and _typed(initial) == t:
                         with user.location:
                             value = ir.Operation.create(
-                                "arith.constant", results=[t], attributes={"value": initial},
+                                "arith.constant",
+                                results=[t],
+                                attributes={"value": initial},
                                 ip=ir.InsertionPoint(user),
                             ).result
                     rewriter.replace_op(path, [value if value is not None else rewriter.zero(t, user)])

@@ -25,7 +25,9 @@ def _fillable(op: ir.Operation) -> bool:
         return False
     inits = list(op.operands)[-len(op.results) :]
     return all(
-        isinstance(r.type, ir.RankedTensorType) and i.type == r.type and isinstance(r.type.element_type, (ir.IntegerType, ir.FloatType))
+        isinstance(r.type, ir.RankedTensorType)
+        and i.type == r.type
+        and isinstance(r.type.element_type, (ir.IntegerType, ir.FloatType))
         for r, i in zip(op.results, inits)
     )
 

@@ -92,7 +92,9 @@ def rewrite_signature(
             rewriter.note_feeders(operands[k] for k in drop_results if k < len(operands))
             with term.location:
                 ir.Operation.create(
-                    term.name, operands=_without(operands, drop_results), attributes=attributes_of(term),
+                    term.name,
+                    operands=_without(operands, drop_results),
+                    attributes=attributes_of(term),
                     ip=ir.InsertionPoint(term),
                 )
             rewriter.erase_op(term)

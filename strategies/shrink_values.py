@@ -21,7 +21,17 @@ from collections.abc import Sequence
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Path, function_type, functions, get_attr, is_function, op_at, op_key, set_function_type, walk_paths
+from strategies._ir import (
+    Path,
+    function_type,
+    functions,
+    get_attr,
+    is_function,
+    op_at,
+    op_key,
+    set_function_type,
+    walk_paths,
+)
 
 
 def _static(t: ir.Type) -> list[int] | None:
@@ -203,7 +213,9 @@ def _elementwise(op: ir.Operation, shape: list[int], new: list[int]) -> bool:
         if iterators is None or maps is None or "reduction" in str(iterators) or "window" in str(iterators):
             return False
         rank = len(shape)
-        if any(ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)):
+        if any(
+            ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)
+        ):
             return False
     else:
         return False

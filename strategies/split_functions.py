@@ -49,9 +49,7 @@ class SplitFunctions(Strategy):
                     work.append(owner)
         root = program.clone()
         doomed_paths = {info.symbols[n] for n in doomed}
-        user_paths = {
-            p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3
-        }
+        user_paths = {p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3}
         rewriter = Rewriter(root, called=set(info.users))
         for target in keep_targets:
             if target not in doomed:  # an entry point must not be private, or compilers drop it

@@ -57,7 +57,11 @@ class Types(Strategy):
         edits = [Edit("demote", (), pair) for pair in DEMOTIONS if _token(pair[0]).search(text)]
         types = _shaped_types(text)
         edits += [Edit("static", (), t) for t in types if "?" in t]
-        edits += [Edit("unit-dims", (), t) for t in types if "1" in t.split("<", 1)[1].split("x")[:-1] and not t.startswith("memref")]
+        edits += [
+            Edit("unit-dims", (), t)
+            for t in types
+            if "1" in t.split("<", 1)[1].split("x")[:-1] and not t.startswith("memref")
+        ]
         return edits
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> str | None:

@@ -188,7 +188,10 @@ def _adapt_call(rewriter: Rewriter, path: Path, t: ir.Type) -> None:
         return  # erased with what followed a returned value
     with call.location:
         new = ir.Operation.create(
-            call.name, results=[t], operands=list(call.operands), attributes=attributes_of(call),
+            call.name,
+            results=[t],
+            operands=list(call.operands),
+            attributes=attributes_of(call),
             ip=ir.InsertionPoint(call),
         )
     rewriter.replace_op(path, [new.result if r.type == t else None for r in call.results])

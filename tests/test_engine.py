@@ -144,6 +144,7 @@ def test_volume_breaks_a_tie_only_when_ops_and_bytes_are_equal():
 def test_weight_ranks_wider_types_and_dynamic_dims_above_their_simpler_forms():
     """The tie-breaker is what makes type demotion and static shapes count as progress."""
     from reducer.ir import tensor_volume as w
+
     assert w("tensor<4xf64>") > w("tensor<4xf32>") > w("tensor<4xf16>")
     assert w("tensor<?x4xf32>") > w("tensor<1x4xf32>")
     assert w("%x = arith.addf %a, %b : f64") > w("%x = arith.addf %a, %b : f32")
@@ -194,9 +195,7 @@ def test_a_move_is_kept_only_when_reducing_from_it_ends_smaller(tmp_path: Path):
     from strategies.text_lines import TextLines
 
     moves = _Replace("rewrite", [("xx", "xx\nq"), ("xx", "y\ny\ny")])
-    ws, stats, written = _engine_run(
-        tmp_path, "a\nxx\nb\n", 'grep -q -e xx -e y "$1"', [TextLines(), moves]
-    )
+    ws, stats, written = _engine_run(tmp_path, "a\nxx\nb\n", 'grep -q -e xx -e y "$1"', [TextLines(), moves])
     assert ws.program.text == "y\n" and written[-1] == "y\n"
     assert stats.moves_kept == 1 and stats.moves_tried >= 2
     sizes = [len(t) for t in written]

@@ -10,14 +10,14 @@ from reducer.flags import _pipeline_variants, reduce_flags
 from reducer.oracles import CompileOracle, MismatchOracle, parse_command
 
 #: Fails (the bug) only with --target=x and the 'bad' pass in the pipeline.
-FAKE = r'''
+FAKE = r"""
 import sys
 args = sys.argv[2:]
 pipeline = next((a for a in args if a.startswith("--pass-pipeline=")), "")
 if "--target=x" in args and "bad" in pipeline:
     sys.stderr.write("in.mlir:1:1: error: the bug\n")
     sys.exit(1)
-'''
+"""
 
 
 def test_only_the_flags_and_passes_the_failure_needs_stay(tmp_path: Path):

@@ -24,10 +24,22 @@ from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, nev
 from reducer.oracles.command import Command, resolve_tool
 
 DTYPES = {
-    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
-    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-    "si8": np.int8, "si16": np.int16, "si32": np.int32, "si64": np.int64,
-    "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "si8": np.int8,
+    "si16": np.int16,
+    "si32": np.int32,
+    "si64": np.int64,
+    "ui8": np.uint8,
+    "ui16": np.uint16,
+    "ui32": np.uint32,
+    "ui64": np.uint64,
 }
 #: What a dynamic dimension becomes in the generated inputs.
 DYNAMIC_DIM = 4
@@ -112,7 +124,9 @@ class MismatchOracle(Oracle):
                 r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout, cancel=cancel)
                 seconds += r.seconds
                 if r.returncode != 0:
-                    return self._verdict("timeout" if r.timed_out else "run failed", r.returncode, seconds, f"compile {side}: {r.stderr}")
+                    return self._verdict(
+                        "timeout" if r.timed_out else "run failed", r.returncode, seconds, f"compile {side}: {r.stderr}"
+                    )
                 if side == "a":
                     entry = self._entry(vmfb, tmp)
                     if entry is None:
@@ -128,7 +142,9 @@ class MismatchOracle(Oracle):
                 r = run_in(argv, tmp, self.timeout, cancel=cancel)
                 seconds += r.seconds
                 if r.returncode != 0 or not all(os.path.exists(f) for f in files):
-                    return self._verdict("timeout" if r.timed_out else "run failed", r.returncode, seconds, f"run {side}: {r.stderr}")
+                    return self._verdict(
+                        "timeout" if r.timed_out else "run failed", r.returncode, seconds, f"run {side}: {r.stderr}"
+                    )
                 outputs.append([np.load(f) for f in files])
         a, b = outputs
         if not a:
