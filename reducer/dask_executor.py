@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from reducer.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
-from reducer.oracle import Cancelled, CancelFn, Oracle, ScriptOracle, Verdict, never
+from reducer.oracle import CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never
 
 log = logging.getLogger(__name__)
 

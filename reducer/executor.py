@@ -129,7 +129,7 @@ def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, ca
             continue
         judge = task_oracle or oracle
         try:
-            verdict = judge.run(data, cancel=lambda: cancel_slot.value == task_id)
+            verdict = judge.run(data, cancel=lambda task=task_id: cancel_slot.value == task)
             reply: tuple[int, str, Any] = (task_id, "ok", verdict)
         except Cancelled:
             reply = (task_id, "cancelled", None)

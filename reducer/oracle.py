@@ -22,7 +22,6 @@ import signal
 import subprocess
 import tempfile
 import time
-
 from collections.abc import Callable, Iterator
 
 import attrs

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import os
 import platform
 import re
-import os
 import subprocess
 import tempfile
 from typing import TYPE_CHECKING, Any

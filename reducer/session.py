@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from reducer import ir as irutil
 from reducer import dispatch, limits, phases, upstream
+from reducer import ir as irutil
 from reducer.cache import JournaledExecutor, VerdictJournal, key
 from reducer.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor

@@ -23,7 +23,6 @@ from iree.compiler import ir
 from reducer.strategy import Edit, Program, Strategy
 from strategies._ir import (
     Path,
-    function_type,
     functions,
     get_attr,
     is_function,

@@ -19,6 +19,7 @@ from strategies._ir import (
     Path,
     Rewriter,
     attributes_of,
+    function_type,
     functions,
     get_attr,
     has_uses,
@@ -26,7 +27,6 @@ from strategies._ir import (
     op_at,
     op_key,
     set_function_type,
-    function_type,
     walk_paths,
 )
 

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
-from reducer import session
 from conftest import make_script
 from rich.console import Console
 
-from reducer import progress, report
+from reducer import progress, report, session
 from reducer.api import STATS_SCHEMA
 from reducer.engine import RunStats, StrategyStats
 from reducer.session import Result

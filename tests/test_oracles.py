@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from reducer.oracle import Run
-from reducer.oracles import CompileOracle, SlowCompileOracle, parse_command
-from reducer.oracles import slow
+from reducer.oracles import CompileOracle, SlowCompileOracle, parse_command, slow
 from reducer.oracles.command import CommandError
 from reducer.oracles.mismatch import declarations, input_flag
 

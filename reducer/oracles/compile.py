@@ -7,14 +7,13 @@ is how a compiler reduction usually goes wrong (research/general-reducers.md §8
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import re
+from typing import ClassVar
 
 import attrs
 
 from reducer import signature
-from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, never
+from reducer.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
 from reducer.oracles.command import Command
 
 

@@ -10,17 +10,16 @@ drops arguments and shrinks shapes: fixed values with negatives, zeros and fract
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import os
 import re
 import subprocess
+from typing import ClassVar
 
 import attrs
 import numpy as np
 
 from reducer import signature
-from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, never
+from reducer.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
 from reducer.oracles.command import Command, resolve_tool
 
 DTYPES = {

@@ -15,7 +15,7 @@ from typing import ClassVar
 import attrs
 
 from reducer import signature
-from reducer.oracle import Oracle, Run, Verdict, candidate_dir, run_in, CancelFn, never
+from reducer.oracle import CancelFn, Oracle, Run, Verdict, candidate_dir, never, run_in
 from reducer.oracles.command import Command
 
 #: Measured above the limit by less than this factor: measure again.
