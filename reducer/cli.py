@@ -394,7 +394,7 @@ def main(
         if not output:
             _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
         source = sys.stdin.read()
-    options = dict(
+    options: dict[str, Any] = dict(
         check=check,
         test_args=test_args,
         compile=compile_,
@@ -576,13 +576,13 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is now, so log lines go above the live status."""
 
     def __init__(self) -> None:
         super().__init__()
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

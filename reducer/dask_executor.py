@@ -124,7 +124,7 @@ def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
 class DaskExecutor(Executor):
     def __init__(
         self,
-        oracle: Oracle,
+        oracle: Oracle | None,
         workers: int,
         scheduler: str | None = None,
         resources: dict[str, float] | None = None,
@@ -193,7 +193,9 @@ class DaskExecutor(Executor):
         result: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
         token = f"ireereduce-{uuid.uuid4().hex}"
         with self._lock:
-            remote = self._oracle_on_cluster(oracle or self.oracle)
+            judge = oracle or self.oracle
+            assert judge is not None, "submit names its oracle when the executor has none"
+            remote = self._oracle_on_cluster(judge)
         task = self.client.submit(_run_task, data, remote, token, pure=False, resources=self.resources or None)
         with self._lock:
             self._tokens[result] = (token, task)

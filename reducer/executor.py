@@ -23,6 +23,7 @@ import abc
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import logging
 import mmap
@@ -111,7 +112,12 @@ class _Slot:
         struct.pack_into("q", self._memory, 0, task_id)
 
 
-def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, cancel_slot: _Slot) -> None:
+def _is_cancelled(slot: _Slot, task_id: int) -> bool:
+    """The cancel callback for one task: bound to its id, not the loop's current one."""
+    return slot.value == task_id
+
+
+def _worker_main(oracle: Oracle | None, conn: multiprocessing.connection.Connection, cancel_slot: _Slot) -> None:
     """A worker: run tasks from conn until told to stop. `cancel_slot` holds the id of
     the task the parent wants stopped; the oracle polls it while its commands run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -128,8 +134,9 @@ def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, ca
             conn.send((task_id, "cancelled", None))
             continue
         judge = task_oracle or oracle
+        assert judge is not None, "a task names its oracle when the executor has none"
         try:
-            verdict = judge.run(data, cancel=lambda task=task_id: cancel_slot.value == task)
+            verdict = judge.run(data, cancel=functools.partial(_is_cancelled, cancel_slot, task_id))
             reply: tuple[int, str, Any] = (task_id, "ok", verdict)
         except Cancelled:
             reply = (task_id, "cancelled", None)
@@ -171,7 +178,7 @@ class LocalExecutor(Executor):
     forked later, and runs nothing but Python and the check's subprocess.
     """
 
-    def __init__(self, oracle: Oracle, workers: int) -> None:
+    def __init__(self, oracle: Oracle | None, workers: int) -> None:
         self.oracle = oracle
         self.workers = max(1, workers)
         self.stats = ExecutorStats()

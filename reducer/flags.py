@@ -83,7 +83,8 @@ def _first_interesting(
 ) -> tuple[tuple[str, Oracle] | None, int]:
     """The first try (in order) that stays interesting. All are submitted at once and read
     in order; the ones after the first interesting one are cancelled."""
-    candidates = [(what, attrs.evolve(oracle, **{field: cmd})) for what, cmd in tries]
+    # Oracles with commands are attrs classes; the abstract base cannot say so.
+    candidates = [(what, attrs.evolve(oracle, **{field: cmd})) for what, cmd in tries]  # type: ignore[misc]
     futures = [executor.submit(data, candidate) for _, candidate in candidates]
     try:
         for checks, ((what, candidate), future) in enumerate(zip(candidates, futures), 1):

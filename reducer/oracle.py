@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 import attrs
 
@@ -75,6 +76,9 @@ class Oracle(abc.ABC):
     blind to IR: a candidate is only bytes in a file."""
 
     timeout: float | None
+    #: The fields holding compiler command lines, which flag reduction may shorten; none
+    #: for a script oracle. Declared here so callers read it instead of probing with getattr.
+    commands: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
@@ -85,6 +89,7 @@ class Oracle(abc.ABC):
         return self
 
     def with_timeout(self, timeout: float | None) -> Oracle:
+        # Every oracle is an attrs class with a timeout field; the abstract base cannot say so.
         return attrs.evolve(self, timeout=timeout)  # type: ignore[misc]
 
     @abc.abstractmethod
@@ -292,7 +297,7 @@ class RepeatOracle(Oracle):
     times: int
 
     @property
-    def timeout(self) -> float | None:  # type: ignore[override]
+    def timeout(self) -> float | None:  # type: ignore[override]  # read-only: the inner oracle's
         return self.inner.timeout
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:

@@ -464,7 +464,7 @@ def make_executor(settings: Settings, oracle: Oracle | None, factory: type[Execu
     """The executor the settings name; every check of the run goes through it (with
     oracle None, each submit names its oracle)."""
     if factory is not None:
-        return factory(oracle, settings.workers())  # type: ignore[call-arg]
+        return factory(oracle, settings.workers())  # type: ignore[call-arg]  # the ABC declares no __init__; every executor takes these two
     if settings.executor == "dask":
         try:
             from reducer.dask_executor import DaskExecutor, ExecutorUnavailable
@@ -839,7 +839,9 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
     history: list[str] = [text]
     # Started from an earlier run's output: the output takes no program with more bytes
     # than that one (the engine's order also counts type bits, and it re-prints).
-    floor = [len(current)] if resumed is None and current is not None and guard.good == current else [None]
+    floor: list[int | None] = (
+        [len(current)] if resumed is None and current is not None and guard.good == current else [None]
+    )
 
     try:
         executor = JournaledExecutor(inner, journal, after=guard.check)
@@ -887,7 +889,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             should_stop=lambda: limits_.reason(engine.stats.oracle_calls),
         )
         engine.stats.original = ws.size  # as reduction started
-        monitor.start(input_size, ws.size, ws.mode, settings.jobs, timeout, ws.program.text)
+        monitor.start(input_size, ws.size, ws.mode, settings.workers(), timeout, ws.program.text)
 
         def result(final: Verdict | None = None, flaky: str | None = None) -> Result:
             return Result(
@@ -908,7 +910,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         try:
             with monitor.watching(engine):
                 stats = engine.run()
-        except (KeyboardInterrupt, *limits.STOPPED) as exc:
+        except (KeyboardInterrupt, *limits.STOPPED) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of exception types
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
             if isinstance(exc, limits.STOPPED):
                 raise LimitReached(result(), getattr(exc, "reason", str(exc))) from None
@@ -927,7 +929,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             guard.restore_output()  # the workers are stopped now: a check still running may have written it again
         raise
     try:
-        if settings.reduce_flags and getattr(oracle, "commands", ()):
+        if settings.reduce_flags and oracle is not None and oracle.commands:
             flags = reduce_flags(oracle, final_text.encode(), inner)
             stats.oracle_calls += flags.checks
             oracle = flags.oracle

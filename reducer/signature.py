@@ -116,7 +116,7 @@ class Signature:
 
 def of(returncode: int | None, stderr: str) -> Signature:
     """The signature of one run of a command, from its exit status and its stderr."""
-    errors = []
+    errors: list[str] = []
     for line in stderr.splitlines():
         m = _DIAG.match(line)
         if m and len(errors) < 20:
@@ -125,7 +125,7 @@ def of(returncode: int | None, stderr: str) -> Signature:
     m = _ASSERT.search(stderr)
     if m:
         assertion = normalise(m.group(1))
-    frames = []
+    frames: list[str] = []
     failing_pass = ""
     for line in stderr.splitlines():
         m = _FRAME.match(line)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import importlib.metadata
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -33,7 +33,10 @@ class Edit:
 
     kind: str
     path: tuple[int, ...] = ()
-    arg: Hashable = None
+    # The strategy's own payload (a span, a symbol name, a type). It must be hashable and
+    # ordered, as edits are cached and sorted, but each strategy reads its own shape back,
+    # so it is typed Any rather than forcing a cast at every use.
+    arg: Any = None
 
     def __str__(self) -> str:
         where = "/".join(map(str, self.path))

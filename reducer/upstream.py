@@ -17,7 +17,7 @@ _SYMBOL = re.compile(r'@([A-Za-z_$.][\w$.-]*|"[^"]*")')
 _PREFIX = {"func.func": "f", "util.func": "f", "util.global": "g", "ml_program.global": "g", "hal.executable": "ex"}
 
 
-def _parse(text: str):  # type: ignore[no-untyped-def]
+def _parse(text: str):
     ctx = irutil.new_context()
     return ctx, irutil.parse(text, ctx)
 

@@ -28,7 +28,7 @@ def op_key(op: ir.Operation) -> int:
     """The address of the underlying MLIR operation: a stable dictionary key. (The
     bindings' hash() of an op is that of the Python wrapper, and the wrapper of one op
     can be replaced after edits around it, which made hash-keyed indexes miss.)"""
-    capsule = op._CAPIPtr  # type: ignore[attr-defined]
+    capsule = op._CAPIPtr
     return int(_capsule_pointer(capsule, _CAPSULE_NAME))
 
 
@@ -491,7 +491,7 @@ def set_function_type(func: ir.Operation, inputs: list[ir.Type], results: list[i
 
 def attributes_of(op: ir.Operation) -> dict[str, ir.Attribute]:
     """op's attributes, to give a rebuilt op (fewer operands, results or iter_args)."""
-    return {name: get_attr(op, name) for name in op.attributes}  # type: ignore[misc]
+    return {name: get_attr(op, name) for name in op.attributes}
 
 
 def has_uses(value: ir.Value) -> bool:

@@ -38,7 +38,7 @@ class ArgumentsToConstants(Strategy):
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
-        fns = functions(program.memo, program.root)  # type: ignore[arg-type]
+        fns = functions(program.memo, program.root)
         rewriter = Rewriter(root)
         by_function: dict[str, set[int]] = {}
         for e in edits:

@@ -88,6 +88,6 @@ class Globals(Strategy):
 
 def _typed(attr: ir.Attribute) -> ir.Type | None:
     try:
-        return attr.type  # type: ignore[attr-defined, no-any-return]
+        return attr.type
     except (AttributeError, ValueError, TypeError):
         return None

@@ -71,7 +71,7 @@ class Regions(Strategy):
         dropped_iter_args: dict[tuple[int, ...], set[int]] = {}
         for e in edits:
             if e.kind == "drop-iter-arg":
-                dropped_iter_args.setdefault(e.path, set()).add(e.arg)  # type: ignore[arg-type]
+                dropped_iter_args.setdefault(e.path, set()).add(e.arg)
         # innermost first: unwrapping an outer op moves the inner ones out of the table's paths
         for e in sorted(edits, key=lambda e: e.path, reverse=True):
             if e.path in done:
@@ -107,7 +107,7 @@ def _simplify(rewriter: Rewriter, op: ir.Operation, e: Edit) -> list[ir.Value] |
     if e.kind == "unwrap":
         return inline_block(op, op.regions[0].blocks[0], [])
     if e.kind == "yield-argument":
-        j, k = e.arg  # type: ignore[misc]
+        j, k = e.arg
         block = op.regions[0].blocks[0]
         term = list(block.operations)[-1].operation
         rewriter.note_feeders([term.operands[j]])

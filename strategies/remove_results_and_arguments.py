@@ -50,7 +50,7 @@ class RemoveResultsAndArguments(Strategy):
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
-        fns = functions(program.memo, program.root)  # type: ignore[arg-type]
+        fns = functions(program.memo, program.root)
         rewriter = Rewriter(root)
         plan: dict[str, tuple[set[int], set[int]]] = {}
         for e in edits:

@@ -54,7 +54,7 @@ class UnusedResults(Strategy):
         rewriter = Rewriter(root)
         plan: dict[Path, set[int]] = {}
         for e in edits:
-            plan.setdefault(e.path, set()).add(e.arg)  # type: ignore[arg-type]
+            plan.setdefault(e.path, set()).add(e.arg)
         for path in sorted(plan, reverse=True):  # inner ops first: swapping an outer one keeps inner paths
             op = rewriter.op(path)
             if op is None:

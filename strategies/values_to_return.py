@@ -159,10 +159,10 @@ def _truncate(rewriter: Rewriter, func: ir.Operation, e: Edit) -> ir.Type:
     ops = [o.operation for o in block.operations]
     term = ops[-1]
     if e.kind == "argument":
-        value, after = block.arguments[e.arg], ops  # type: ignore[index]
+        value, after = block.arguments[e.arg], ops
     else:
         op = rewriter.table[e.path]
-        value = op.results[e.arg]  # type: ignore[index]
+        value = op.results[e.arg]
         after = ops[next(i for i, o in enumerate(ops) if op_key(o) == op_key(op)) + 1 :]
     name = term.name
     for op in after:

@@ -77,7 +77,7 @@ def input_flag(t: str, k: int, tmp: str) -> str | None:
         return None
     dims = [DYNAMIC_DIM if d == "?" else int(d) for d in dims_text.split("x")] if dims_text else []
     n = int(np.prod(dims)) if dims else 1
-    values = ((np.arange(n) * 37 + 11 * k) % 17 - 8) / 4.0
+    values: np.ndarray = ((np.arange(n) * 37 + 11 * k) % 17 - 8) / 4.0
     if element == "i1":
         values = values > 0
     elif not element.startswith("f"):
@@ -131,12 +131,13 @@ class MismatchOracle(Oracle):
                     if entry is None:
                         return self._verdict("run failed", r.returncode, seconds, "no exported function to run")
                     function, types, n_out = entry
-                    inputs = [input_flag(t, k, tmp) for k, t in enumerate(types)]
-                    if None in inputs:
+                    made = [input_flag(t, k, tmp) for k, t in enumerate(types)]
+                    inputs = [flag for flag in made if flag is not None]
+                    if len(inputs) < len(made):
                         return self._verdict("run failed", 1, seconds, f"cannot make inputs for {types}")
-                    described = "; ".join(_describe(t, flag) for t, flag in zip(types, inputs))  # type: ignore[arg-type]
+                    described = "; ".join(_describe(t, flag) for t, flag in zip(types, inputs))
                 files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
-                argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={function}", *inputs]  # type: ignore[list-item]
+                argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={function}", *inputs]
                 argv += [f"--output=@{f}" for f in files]
                 r = run_in(argv, tmp, self.timeout, cancel=cancel)
                 seconds += r.seconds
