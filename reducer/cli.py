@@ -55,9 +55,7 @@ Exit codes:
 def _list_strategies(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from reducer.strategy import discover
-
-    found = discover()
+    found = session.registry()  # in run order
     width = max(map(len, found))
     for name, cls in found.items():
         tags = sorted(cls.modes) + (["moves"] if cls.moves else []) + ([] if cls.shrinks else ["moves only"])

@@ -325,14 +325,15 @@ class Engine:
         return False
 
     def _ordered(self) -> list[Strategy]:
-        """Untried strategies in their declared order, then by bytes saved per verdict."""
+        """Untried strategies in registry order (the list given), then by bytes saved per
+        verdict, ties again in registry order."""
 
-        def rank(item: tuple[int, Strategy]) -> tuple[int, float, int, int]:
+        def rank(item: tuple[int, Strategy]) -> tuple[int, float, int]:
             index, s = item
             st = self.stats.per_strategy[s.name]
             if st.judged == 0:
-                return (0, 0.0, s.priority, index)
-            return (1, -st.benefit(), s.priority, index)
+                return (0, 0.0, index)
+            return (1, -st.benefit(), index)
 
         return [s for _, s in sorted(enumerate(self.strategies), key=rank)]
 

@@ -353,8 +353,17 @@ def run_check(oracle: Oracle, data: bytes) -> Verdict:
         ) from None
 
 
+def registry() -> dict[str, type[Strategy]]:
+    """Every strategy, in run order: the built-in list, then plug-ins. The one place the
+    built-ins are named for the core, which never imports them itself."""
+    from strategies import BUILTIN
+
+    return discover(BUILTIN)
+
+
 def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]) -> list[Strategy]:
-    available = discover()
+    """Instances in run order (registry order), filtered by mode and the user's lists."""
+    available = registry()
     only = None if only is None else [canonical_name(n) for n in only]
     skip = [canonical_name(n) for n in skip]
     unknown = [n for n in list(only or []) + list(skip) if n not in available]

@@ -20,7 +20,6 @@ from strategies.remove_results_and_arguments import rewrite_signature
 class ArgumentsToConstants(Strategy):
     name = "arguments-to-constants"
     summary = "replace a function argument by a zero constant (dropping it from call sites)"
-    priority = 55
     moves = True
 
     def opportunities(self, program: Program) -> list[Edit]:

@@ -18,7 +18,6 @@ from strategies._ir import Rewriter, body_ops
 class DropOps(Strategy):
     name = "drop-ops"
     summary = "erase ops, replacing uses by an operand, a dominating value, zero, a new argument or poison"
-    priority = 30
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

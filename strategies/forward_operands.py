@@ -19,7 +19,6 @@ from strategies._ir import Rewriter, body_ops
 class ForwardOperands(Strategy):
     name = "forward-operands"
     summary = "replace an op's results by same-typed operands, for every operand position"
-    priority = 40
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

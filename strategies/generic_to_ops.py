@@ -52,7 +52,6 @@ def _eligible(op: ir.Operation) -> bool:
 class GenericToOps(Strategy):
     name = "generic-to-ops"
     summary = "an elementwise linalg.generic becomes its body's arith/math ops on tensors"
-    priority = 29
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

@@ -30,7 +30,6 @@ GLOBALS = {
 class Globals(Strategy):
     name = "globals"
     summary = "fold a global into its loads (as constants) and drop its stores; drop extra executable variants"
-    priority = 22
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

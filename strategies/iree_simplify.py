@@ -35,7 +35,6 @@ def _fillable(op: ir.Operation) -> bool:
 class IreeSimplify(Strategy):
     name = "iree-simplify"
     summary = "linalg op -> linalg.fill of zero into its init; remove util.optimization_barrier"
-    priority = 42
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

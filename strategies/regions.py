@@ -53,7 +53,6 @@ def _kinds(op: ir.Operation) -> list[tuple[str, object]]:
 class Regions(Strategy):
     name = "regions"
     summary = "scf.if -> a branch, loops -> once or never, unwrap regions, linalg body -> yield an input"
-    priority = 26
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

@@ -30,7 +30,6 @@ from strategies._ir import (
 class RemoveResultsAndArguments(Strategy):
     name = "remove-results-and-arguments"
     summary = "drop unused function arguments and function results, updating callers"
-    priority = 28
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

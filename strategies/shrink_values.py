@@ -48,7 +48,6 @@ def _sizes(d: int) -> list[int]:
 class ShrinkValues(Strategy):
     name = "shrink-values"
     summary = "shrink one constant's or argument's dims, and the elementwise ops that share its shape"
-    priority = 22
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

@@ -19,7 +19,6 @@ from strategies._ir import Rewriter, analyse
 class SplitFunctions(Strategy):
     name = "split-functions"
     summary = "delete functions and other symbols, or keep one function (and what it needs) alone"
-    priority = 10
 
     def opportunities(self, program: Program) -> list[Edit]:
         info = analyse(program)

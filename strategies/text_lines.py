@@ -12,7 +12,6 @@ class TextLines(Strategy):
     name = "text-lines"
     summary = "delete lines (fallback for input that does not parse)"
     modes = frozenset({"text"})
-    priority = 10
 
     def opportunities(self, program: Program) -> list[Edit]:
         lines = program.text.splitlines(keepends=True)

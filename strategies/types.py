@@ -50,7 +50,6 @@ def _no_unit_dims(t: str) -> str:
 class Types(Strategy):
     name = "types"
     summary = "demote element types (f64->f32, i64->i32, f32->f16), make shapes static, drop unit dims"
-    priority = 50
 
     def opportunities(self, program: Program) -> list[Edit]:
         text = program.text

@@ -41,7 +41,6 @@ def _droppable(op: ir.Operation) -> list[int]:
 class UnusedResults(Strategy):
     name = "unused-results"
     summary = "drop unused results of linalg.generic / scf.for / scf.while with the values their bodies yield"
-    priority = 27
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

@@ -19,7 +19,6 @@ from strategies._ir import Rewriter, body_ops, cuts_nothing, functions
 class ValuesToArguments(Strategy):
     name = "values-to-arguments"
     summary = "make an op's results new function arguments, cutting what computed them"
-    priority = 35
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

@@ -34,7 +34,6 @@ from strategies._ir import (
 class ValuesToReturn(Strategy):
     name = "values-to-return"
     summary = "return an intermediate value (or an argument) from its function, dropping everything after it"
-    priority = 32
 
     def opportunities(self, program: Program) -> list[Edit]:
         return list(_ranked(program))

@@ -156,7 +156,7 @@ class _Replace:
     """A text move for the tests below: replace one string by another (may grow)."""
 
     modes = frozenset({"text"})
-    shrinks, moves, priority = False, True, 90
+    shrinks, moves = False, True
 
     def __init__(self, name: str, pairs: list[tuple[str, str]]) -> None:
         self.name, self.pairs = name, pairs

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reducer import ir as irutil
-from reducer.strategy import builtin_strategies
 from reducer.workspace import Candidate, Rejected
+from strategies import BUILTIN
 
 T = "tensor<4xf32>"
 KINDS = ["unary", "binary", "scalar", "const", "if", "for", "generic", "call", "global", "dynamic", "barrier"]
@@ -109,7 +109,7 @@ def modules(draw: st.DrawFn) -> str:
 @given(text=modules(), data=st.data())
 def test_every_candidate_verifies_or_is_rejected_and_no_strategy_raises(text: str, data: st.DataObject):
     ws = workspace(text)
-    for cls in builtin_strategies():
+    for cls in BUILTIN:
         strategy = cls()
         if "mlir" not in strategy.modes:
             continue
