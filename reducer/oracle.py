@@ -23,11 +23,9 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import attrs
-
-from reducer.signature import Signature
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +46,16 @@ class Cancelled(Exception):
     """The check was stopped because its verdict is no longer needed."""
 
 
+class Finding(Protocol):
+    """What an oracle learned about one failure, e.g. the IREE room's `Signature`. The
+    contract only carries it, so the core stays free of any one compiler's diagnostics."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def describe(self) -> str: ...
+
+
 @attrs.frozen
 class Verdict:
     interesting: bool
@@ -58,7 +66,7 @@ class Verdict:
     #: Why, in a word the summary counts: interesting, not interesting, no failure,
     #: different bug, timeout, run failed, same outputs, fast.
     outcome: str = ""
-    signature: Signature | None = None
+    signature: Finding | None = None
 
 
 @attrs.frozen

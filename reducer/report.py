@@ -20,6 +20,7 @@ import attrs
 
 from reducer import ir as irutil
 from reducer.oracles.command import resolve_tool
+from reducer.signature import Signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from reducer.session import Result
@@ -132,7 +133,7 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         "oracle": {"kind": kind, "reproduce": oracle.reproducer(name) if oracle is not None else ""},
         "check_script": script_text(oracle),
         "trivial": irutil.trivial(program),
-        "signature": dict(attrs.asdict(sig), summary=sig.describe()) if sig is not None else None,
+        "signature": dict(attrs.asdict(sig), summary=sig.describe()) if isinstance(sig, Signature) else None,
         "failure_output": failure,
         "program": program,
         "sizes": {

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import re
 import signal
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
+
+if TYPE_CHECKING:  # the contract, for annotations only: no cycle at run time
+    from reducer.oracle import Verdict
 
 #: Frames of the crash handler itself, not of the bug.
 _HANDLER_FRAMES = re.compile(
@@ -112,6 +116,12 @@ class Signature:
 
     def to_json(self) -> dict[str, object]:
         return attrs.asdict(self)
+
+
+def of_verdict(verdict: Verdict) -> Signature | None:
+    """The Signature a built-in oracle put in its verdict (the contract types it loosely)."""
+    sig = verdict.signature
+    return sig if isinstance(sig, Signature) else None
 
 
 def of(returncode: int | None, stderr: str) -> Signature:

@@ -50,7 +50,7 @@ class CompileOracle(Oracle):
         return "interesting"
 
     def calibrate(self, original: Verdict) -> CompileOracle:
-        return attrs.evolve(self, expected=original.signature)
+        return attrs.evolve(self, expected=signature.of_verdict(original))
 
     def reproducer(self, path: str) -> str:
         return self.command.shell(input=path, output="/dev/null")

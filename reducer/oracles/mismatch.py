@@ -171,7 +171,7 @@ class MismatchOracle(Oracle):
         return self._verdict("interesting", 0, seconds, detail, sig)
 
     def calibrate(self, original: Verdict) -> MismatchOracle:
-        return attrs.evolve(self, expected=original.signature)
+        return attrs.evolve(self, expected=signature.of_verdict(original))
 
     def _verdict(
         self, outcome: str, rc: int | None, seconds: float, detail: str, sig: signature.Signature | None = None

@@ -87,7 +87,7 @@ class SlowCompileOracle(Oracle):
         return self.seconds
 
     def calibrate(self, original: Verdict) -> SlowCompileOracle:
-        return attrs.evolve(self, expected=original.signature)
+        return attrs.evolve(self, expected=signature.of_verdict(original))
 
     def reproducer(self, path: str) -> str:
         cmd = f"time {self.command.shell(input=path, output='/dev/null')}"
