@@ -54,7 +54,7 @@ def reduce_flags(oracle: Oracle, data: bytes, executor: Executor) -> FlagResult:
     candidate stays interesting."""
     removed: list[str] = []
     checks = 0
-    for field in getattr(oracle, "commands", ()):
+    for field in oracle.commands:
         while True:
             command: Command | None = getattr(oracle, field)
             if command is None:
