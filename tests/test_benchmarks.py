@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,9 +106,13 @@ def test_runner_records_a_real_reduction(tmp_path: Path) -> None:
 
 
 def test_runner_caps_a_tool_and_keeps_the_input_when_it_writes_nothing(tmp_path: Path) -> None:
-    case = cases.Case("slow", "t", lambda: "", "sleep 30; true")
-    tool = run.Tool("sleeper", lambda w, c: [str(c), "input.mlir"], "never.mlir")
+    case = cases.Case("slow", "t", lambda: "", "true")
+    tool = run.Tool("sleeper", lambda w, c: ["sleep", "30"], "never.mlir")
+    start = time.monotonic()
     rec = run.run_one(case, tool, "func.func @f() {\n  return\n}\n", cap=1, outputs=tmp_path)
+    # Measured around the call: rec.seconds is clamped to the cap, so it cannot show a
+    # tool that ran on (this one sleeps 30 s).
+    assert time.monotonic() - start < 15
     assert rec.capped and rec.seconds <= 1.0 and rec.note == "no output written"
 
 
