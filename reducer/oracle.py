@@ -87,6 +87,9 @@ class Oracle(abc.ABC):
     #: The fields holding compiler command lines, which flag reduction may shorten; none
     #: for a script oracle. Declared here so callers read it instead of probing with getattr.
     commands: ClassVar[tuple[str, ...]] = ()
+    #: What the report calls it: one of docs/report-schema.json's oracle.kind values
+    #: (tests/test_report.py checks every oracle's kind against that enum).
+    kind: ClassVar[str]
 
     @abc.abstractmethod
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
@@ -275,6 +278,7 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
 
 @attrs.frozen
 class ScriptOracle(Oracle):
+    kind: ClassVar[str] = "check-script"
     """The user's check script: exit 0 = interesting."""
 
     script: str  # absolute path
@@ -303,6 +307,10 @@ class RepeatOracle(Oracle):
 
     inner: Oracle
     times: int
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]  # a wrapper reports what it wraps
+        return self.inner.kind
 
     @property
     def timeout(self) -> float | None:  # type: ignore[override]  # read-only: the inner oracle's

@@ -113,12 +113,7 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         if verdict is not None and verdict.signature is not None
         else getattr(oracle, "expected", None)
     )
-    kind = {
-        "ScriptOracle": "check-script",
-        "CompileOracle": "compile-failure",
-        "MismatchOracle": "numeric-mismatch",
-        "SlowCompileOracle": "compile-time",
-    }.get(type(oracle).__name__, type(oracle).__name__)
+    kind = oracle.kind if oracle is not None else "check-script"
     name = os.path.basename(result.output)
     found = result.findings
     original = result.input_size or result.stats.original

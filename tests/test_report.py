@@ -87,3 +87,37 @@ def test_the_title_is_the_failure_not_the_oracle():
     out = "warming up\nx.mlir:2:3: error: 'math.exp' op broken\n"
     assert report.title(None, out, "in.mlir", "check-script") == "x.mlir:2:3: error: 'math.exp' op broken"
     assert report.title(None, "", "in.mlir", "check-script") == "in.mlir: still fails (reduced test case)"
+
+
+def _oracle_classes() -> list[type]:
+    import reducer.oracles  # noqa: F401  (registers the built-in oracles as subclasses)
+    from reducer.oracle import Oracle
+
+    found, todo = [], [Oracle]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith("reducer.") and not getattr(sub, "__abstractmethods__", None):
+                found.append(sub)
+    return found
+
+
+def test_every_oracle_kind_is_in_the_report_schema_enum():
+    """A new oracle kind must be added to the schema bots validate against (both copies),
+    or this fails: the report's kind comes from the oracle's own declaration."""
+    import json
+    from pathlib import Path
+
+    from reducer.oracle import RepeatOracle, ScriptOracle
+
+    root = Path(__file__).resolve().parent.parent
+    enums = [
+        set(json.loads(p.read_text())["properties"]["oracle"]["properties"]["kind"]["enum"])
+        for p in (root / "docs" / "report-schema.json", root / "reducer" / "schemas" / "report-schema.json")
+    ]
+    classes = [c for c in _oracle_classes() if c is not RepeatOracle]
+    assert len(classes) >= 4
+    for cls in classes:
+        for enum in enums:
+            assert cls.kind in enum, cls
+    assert RepeatOracle(ScriptOracle("check.sh", "in.mlir", None), 3).kind == "check-script"

@@ -21,6 +21,7 @@ from reducer.oracles.command import Command
 class CompileOracle(Oracle):
     #: The command fields whose flags flag reduction may remove.
     commands: ClassVar[tuple[str, ...]] = ("command",)
+    kind: ClassVar[str] = "compile-failure"
     command: Command
     basename: str
     timeout: float | None

@@ -103,6 +103,7 @@ def _describe(t: str, flag: str) -> str:
 class MismatchOracle(Oracle):
     #: The command fields whose flags flag reduction may remove.
     commands: ClassVar[tuple[str, ...]] = ("compile", "against")
+    kind: ClassVar[str] = "numeric-mismatch"
     compile: Command  # configuration A, writes {output}
     against: Command  # configuration B
     basename: str

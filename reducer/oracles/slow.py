@@ -26,6 +26,7 @@ NEAR = 1.25
 class SlowCompileOracle(Oracle):
     #: The command fields whose flags flag reduction may remove.
     commands: ClassVar[tuple[str, ...]] = ("command", "against")
+    kind: ClassVar[str] = "compile-time"
     command: Command
     basename: str
     timeout: float | None
