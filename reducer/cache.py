@@ -25,25 +25,17 @@ def key(data: bytes) -> bytes:
 
 
 class VerdictCache:
+    """Verdicts by content hash, decided or speculative alike: a text is checked once.
+    (The engine counts hits itself, in its per-strategy statistics.)"""
+
     def __init__(self) -> None:
         self._verdicts: dict[bytes, bool] = {}
-        self.hits = 0
 
     def get(self, k: bytes) -> bool | None:
-        verdict = self._verdicts.get(k)
-        if verdict is not None:
-            self.hits += 1
-        return verdict
-
-    def peek(self, k: bytes) -> bool | None:
-        """Like get, without counting a hit (for verdicts this batch just produced)."""
         return self._verdicts.get(k)
 
     def put(self, k: bytes, interesting: bool) -> None:
         self._verdicts[k] = interesting
-
-    def __len__(self) -> int:
-        return len(self._verdicts)
 
 
 class VerdictJournal:

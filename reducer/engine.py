@@ -452,7 +452,7 @@ class Engine:
 
     def _resolve(self, trial: _Trial) -> None:
         if trial.verdict is None and trial.key is not None:
-            trial.verdict = self.cache.peek(trial.key)
+            trial.verdict = self.cache.get(trial.key)
 
     def _speculate(self, main: _Branch) -> None:
         """Fill idle workers with the candidates most likely to be needed next."""

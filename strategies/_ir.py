@@ -193,7 +193,7 @@ class Rewriter:
         op = self.table[path]
         self._pending += self._feeders(op)
         for result, value in zip(op.results, values):
-            if _has_uses(result):
+            if has_uses(result):
                 result.replace_all_uses_with(value if value is not None else self.replacement(result, op))
         self._erase(path)
 
@@ -249,7 +249,7 @@ class Rewriter:
             op = self.table[path]
             feeders += self._feeders(op)
             for result in op.results:
-                if _has_uses(result):
+                if has_uses(result):
                     result.replace_all_uses_with(self.replacement(result, op))
             self._erase(path)
         if prune:
@@ -270,7 +270,7 @@ class Rewriter:
             op = self.table[path]
             if not len(op.results) or is_terminator(op) or symbol_name(op) is not None:
                 continue
-            if any(_has_uses(r) for r in op.results):
+            if any(has_uses(r) for r in op.results):
                 continue
             feeders = self._feeders(op)
             self._erase(path)
@@ -495,10 +495,6 @@ def attributes_of(op: ir.Operation) -> dict[str, ir.Attribute]:
 
 
 def has_uses(value: ir.Value) -> bool:
-    return _has_uses(value)
-
-
-def _has_uses(value: ir.Value) -> bool:
     for _use in value.uses:
         return True
     return False

@@ -27,13 +27,11 @@ class ForwardOperands(Strategy):
             if not len(op.results):
                 continue
             operands = list(op.operands)
-            for result_types in [[r.type for r in op.results]]:
-                for k, value in enumerate(operands):
-                    # every result must find a same-typed operand; this one serves the first
-                    if value.type == result_types[0] and all(
-                        any(o.type == t for o in operands) for t in result_types[1:]
-                    ):
-                        edits.append(Edit("forward", path, k))
+            result_types = [r.type for r in op.results]
+            for k, value in enumerate(operands):
+                # every result must find a same-typed operand; this one serves the first
+                if value.type == result_types[0] and all(any(o.type == t for o in operands) for t in result_types[1:]):
+                    edits.append(Edit("forward", path, k))
         return edits
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
