@@ -1,7 +1,7 @@
 """Oracle verdicts by content: the same candidate text is never tested twice.
 
-Strategies converge on the same program often (Tian et al. found 24-62% duplicates,
-research/general-reducers.md §0.5), and the final no-progress round re-derives many
+Strategies converge on the same program often (Tian et al. found 24-62% duplicates),
+and the final no-progress round re-derives many
 candidates that were already judged.
 """
 

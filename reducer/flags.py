@@ -2,7 +2,7 @@
 --pass-pipeline) without which the failure disappears.
 
 No MLIR reducer does this; DuoReduce shows that the pass list matters as much as the
-IR (research/general-reducers.md §0.6, §8.4, mlir-reducers.md §8.8). Flags are few, so
+IR. Flags are few, so
 this is one-at-a-time removal to a fixpoint; the removals of a round are judged in
 parallel and the first success in flag order wins, so any -j gives the same result.
 """

@@ -2,8 +2,7 @@
 shrinks: the slippage guard compares these.
 
 Reducers that leave slippage to the user's script end up chasing a different bug
-(MozillaSecurity/lithium#72, DeadCodeProductions/dead#2; research/general-reducers.md
-§0.8 and §8.3). Only ddSMT compares with the golden run, and only byte for byte. A
+(MozillaSecurity/lithium#72, DeadCodeProductions/dead#2). Only ddSMT compares with the golden run, and only byte for byte. A
 compiler's message changes as the program shrinks (file positions, SSA numbers, shapes),
 so a signature keeps the kind of failure, the first error with those normalised away,
 and the top frames of a crash stack.

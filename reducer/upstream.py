@@ -1,7 +1,7 @@
 """--for-upstream: make the repro fit to paste into a public bug report.
 
 Deterministic symbol names (the user's model names go), no locations, no discardable
-attributes, no dense_resource blobs (research/mlir-reducers.md §8.11; CIRCT's name
+attributes, no dense_resource blobs (CIRCT's name
 sanitizers are the only precedent). Each step is only kept if the oracle still finds
 the program interesting: a discardable attribute can be what triggers the bug.
 """

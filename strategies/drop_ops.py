@@ -1,8 +1,7 @@
 """drop-ops: erase any op inside a function, giving its results' uses a replacement.
 
 mlir-reduce can only delete ops whose uses vanish too and iree-reduce only forwards
-operands (research/mlir-reducers.md §6: 200 -> 200 and 200 -> 97 ops on a two-operand
-chain); rewiring every use first is what lets ddmin remove arbitrary chunks.
+operands; rewiring every use first is what lets ddmin remove arbitrary chunks.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """forward-operands: replace an op by one of its operands of the same type.
 
-iree-reduce's one trick (research/mlir-reducers.md §6), but for every operand
+iree-reduce's one trick, but for every operand
 position, not only the first: on `%y = arith.subf %a, %b` both `%a` and `%b` are
 candidates, and which one keeps the bug is the oracle's call. drop-ops already tries
 the first same-typed operand; this strategy offers the others and multi-result ops.

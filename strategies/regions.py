@@ -4,8 +4,8 @@
 loses an iter_arg (its uses inside and after the loop get the initial value);
 `scf.while` and `scf.forall` are skipped; `scf.execute_region` and IREE's
 `flow.dispatch.region` are unwrapped into plain ops; a `linalg.generic` body yields one
-of its block arguments instead of computing. No MLIR reducer does these today
-(research/mlir-reducers.md), yet a bug "deep inside a loop" needs them to surface.
+of its block arguments instead of computing. No MLIR reducer does these today,
+yet a bug "deep inside a loop" needs them to surface.
 """
 
 from __future__ import annotations

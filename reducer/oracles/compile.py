@@ -2,7 +2,7 @@
 
 The failure is the original's signature (reducer/signature.py) unless the user relaxes
 it (--allow-slippage): a candidate that fails differently is "a different bug", which
-is how a compiler reduction usually goes wrong (research/general-reducers.md §8.3).
+is how a compiler reduction usually goes wrong.
 """
 
 from __future__ import annotations
