@@ -20,8 +20,10 @@ from pathlib import Path
 import reducer
 
 HERE = Path(__file__).resolve().parent
-COMPILE = ("iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu "
-           "--iree-llvmcpu-target-cpu=generic -o /dev/null")
+COMPILE = (
+    "iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu "
+    "--iree-llvmcpu-target-cpu=generic -o /dev/null"
+)
 
 
 def log_event(kind: str, fields: dict) -> None:
@@ -48,8 +50,10 @@ def main() -> int:
     except reducer.UserError as exc:  # bad input, or the program does not fail
         print(f"bot: cannot reduce {args.input}: {exc}", file=sys.stderr)
         return exc.code
-    print(f"bot: {done.status}: {done.original} -> {done.final} in {done.checks} checks; "
-          f"would file {done.report['title']!r} with {out / 'report.md'}")
+    print(
+        f"bot: {done.status}: {done.original} -> {done.final} in {done.checks} checks; "
+        f"would file {done.report['title']!r} with {out / 'report.md'}"
+    )
     if done.trivial:
         print("bot: the result is trivial; not filing", file=sys.stderr)
         return 1

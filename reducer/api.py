@@ -98,8 +98,13 @@ def reduce(
     tmp = None
     try:
         settings = _as_settings(
-            source, check=os.fspath(check) if check is not None else None, test_args=tuple(test_args),
-            oracle=oracle, compile=compile, output=os.fspath(output) if output is not None else None, jobs=jobs,
+            source,
+            check=os.fspath(check) if check is not None else None,
+            test_args=tuple(test_args),
+            oracle=oracle,
+            compile=compile,
+            output=os.fspath(output) if output is not None else None,
+            jobs=jobs,
             **options,
         )
         if settings.text is not None and settings.output is None:
@@ -120,8 +125,13 @@ def reduce(
     if stats_json is not None:
         write_stats(os.fspath(stats_json), reduction)
     monitor.finish(
-        reduction.status, size=_size(reduction.final), input=_size(reduction.original), checks=reduction.checks,
-        seconds=round(reduction.seconds, 2), output=reduction.output, trivial=reduction.trivial,
+        reduction.status,
+        size=_size(reduction.final),
+        input=_size(reduction.original),
+        checks=reduction.checks,
+        seconds=round(reduction.seconds, 2),
+        output=reduction.output,
+        trivial=reduction.trivial,
         reason=reduction.reason,
     )
     return reduction
@@ -151,9 +161,18 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
     if settings.report_json:
         session.save(settings.report_json, reporting.to_json(data).encode(), "the JSON report", best)
     return Reduction(
-        status=status, text=text, output=str(result.output), original=result.input_size or result.stats.original,
-        final=result.stats.final, checks=result.stats.oracle_calls, cache_hits=result.stats.cache_hits,
-        seconds=result.seconds, trivial=data["trivial"], reason=reason, report=data, result=result,
+        status=status,
+        text=text,
+        output=str(result.output),
+        original=result.input_size or result.stats.original,
+        final=result.stats.final,
+        checks=result.stats.oracle_calls,
+        cache_hits=result.stats.cache_hits,
+        seconds=result.seconds,
+        trivial=data["trivial"],
+        reason=reason,
+        report=data,
+        result=result,
     )
 
 
@@ -165,10 +184,20 @@ def write_stats(path: str, reduction: Reduction) -> None:
     """--stats-json: the run's numbers for benchmarks and bots (docs/stats-schema.json)."""
     result = reduction.result
     data = attrs.asdict(result.stats)
-    data.update(schema=STATS_SCHEMA, status=reduction.status, mode=result.mode, output=str(result.output),
-                seconds=result.seconds, trivial=reduction.trivial)
-    session.save(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(), "--stats-json",
-                 f"the reduced program is in {result.output}")
+    data.update(
+        schema=STATS_SCHEMA,
+        status=reduction.status,
+        mode=result.mode,
+        output=str(result.output),
+        seconds=result.seconds,
+        trivial=reduction.trivial,
+    )
+    session.save(
+        path,
+        (json.dumps(data, indent=1, sort_keys=True) + "\n").encode(),
+        "--stats-json",
+        f"the reduced program is in {result.output}",
+    )
 
 
 def trivial(text: str) -> bool:

@@ -1,7 +1,7 @@
 """Oracle verdicts by content: the same candidate text is never tested twice.
 
-Strategies converge on the same program often (Tian et al. found 24-62% duplicates,
-research/general-reducers.md §0.5), and the final no-progress round re-derives many
+Strategies converge on the same program often (Tian et al. found 24-62% duplicates),
+and the final no-progress round re-derives many
 candidates that were already judged.
 """
 
@@ -25,25 +25,17 @@ def key(data: bytes) -> bytes:
 
 
 class VerdictCache:
+    """Verdicts by content hash, decided or speculative alike: a text is checked once.
+    (The engine counts hits itself, in its per-strategy statistics.)"""
+
     def __init__(self) -> None:
         self._verdicts: dict[bytes, bool] = {}
-        self.hits = 0
 
     def get(self, k: bytes) -> bool | None:
-        verdict = self._verdicts.get(k)
-        if verdict is not None:
-            self.hits += 1
-        return verdict
-
-    def peek(self, k: bytes) -> bool | None:
-        """Like get, without counting a hit (for verdicts this batch just produced)."""
         return self._verdicts.get(k)
 
     def put(self, k: bytes, interesting: bool) -> None:
         self._verdicts[k] = interesting
-
-    def __len__(self) -> int:
-        return len(self._verdicts)
 
 
 class VerdictJournal:
@@ -71,7 +63,9 @@ class VerdictJournal:
                         raise ValueError("torn")
                     rec = json.loads(line)
                     if "k" in rec:
-                        self.verdicts[bytes.fromhex(rec["k"])] = _verdict(rec["i"], rec.get("o", ""), rec.get("t", False))
+                        self.verdicts[bytes.fromhex(rec["k"])] = _verdict(
+                            rec["i"], rec.get("o", ""), rec.get("t", False)
+                        )
                     else:
                         self.rechecks.append((bytes.fromhex(rec["r"]), bool(rec["i"])))
                 except (ValueError, KeyError, TypeError):
@@ -114,8 +108,9 @@ class JournaledExecutor(Executor):
     surfaces in the main thread.
     """
 
-    def __init__(self, inner: Executor, journal: VerdictJournal | None,
-                 after: Callable[[Verdict], None] | None = None) -> None:
+    def __init__(
+        self, inner: Executor, journal: VerdictJournal | None, after: Callable[[Verdict], None] | None = None
+    ) -> None:
         self.inner = inner
         self.journal = journal
         self.after = after

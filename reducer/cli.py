@@ -55,9 +55,7 @@ Exit codes:
 def _list_strategies(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
-    from reducer.strategy import discover
-
-    found = discover()
+    found = session.registry()  # in run order
     width = max(map(len, found))
     for name, cls in found.items():
         tags = sorted(cls.modes) + (["moves"] if cls.moves else []) + ([] if cls.shrinks else ["moves only"])
@@ -95,53 +93,227 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="ireereduce", prog_name="ireereduce")
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True, allow_dash=True))
-@click.option("--check", "--test", "-c", "check", type=click.Path(), help="Interestingness script: exit 0 = still interesting (or use --compile). --test is llvm-reduce's name; a script given with arguments in one string is split.")
-@click.option("--test-arg", "test_args", multiple=True, metavar="ARG", help="An argument for the check, after the candidate's path (repeatable, as in llvm-reduce).")
-@click.option("--compile", "compile_", metavar="COMMAND", help="Built-in oracle: interesting while this command ({input} = the candidate) fails the way it fails on the original.")
+@click.option(
+    "--check",
+    "--test",
+    "-c",
+    "check",
+    type=click.Path(),
+    help="Interestingness script: exit 0 = still interesting (or use --compile). --test is llvm-reduce's name; a script given with arguments in one string is split.",
+)
+@click.option(
+    "--test-arg",
+    "test_args",
+    multiple=True,
+    metavar="ARG",
+    help="An argument for the check, after the candidate's path (repeatable, as in llvm-reduce).",
+)
+@click.option(
+    "--compile",
+    "compile_",
+    metavar="COMMAND",
+    help="Built-in oracle: interesting while this command ({input} = the candidate) fails the way it fails on the original.",
+)
 @click.option("--expect-error", metavar="REGEX", help="With --compile: stderr must also match REGEX.")
-@click.option("--expect-crash", is_flag=True, help="With --compile: the compiler must crash (a signal or an LLVM stack dump).")
-@click.option("--allow-slippage", is_flag=True, help="Accept any failure, not only the original's signature (exit kind, first error, crash frame and pass; for --mismatch, the kind of difference). Pair it with --expect-error: an empty module fails iree-compile too.")
-@click.option("--mismatch", is_flag=True, help="Built-in oracle: --compile and --against build two modules ({output}); interesting while iree-run-module's outputs differ.")
-@click.option("--against", metavar="COMMAND", help="The second configuration: for --mismatch, or the fast side of --slower-than-factor.")
-@click.option("--backends", metavar="A,B", help="Shorthand for --mismatch between two llvm-cpu/vmvx style local backends.")
+@click.option(
+    "--expect-crash", is_flag=True, help="With --compile: the compiler must crash (a signal or an LLVM stack dump)."
+)
+@click.option(
+    "--allow-slippage",
+    is_flag=True,
+    help="Accept any failure, not only the original's signature (exit kind, first error, crash frame and pass; for --mismatch, the kind of difference). Pair it with --expect-error: an empty module fails iree-compile too.",
+)
+@click.option(
+    "--mismatch",
+    is_flag=True,
+    help="Built-in oracle: --compile and --against build two modules ({output}); interesting while iree-run-module's outputs differ.",
+)
+@click.option(
+    "--against",
+    metavar="COMMAND",
+    help="The second configuration: for --mismatch, or the fast side of --slower-than-factor.",
+)
+@click.option(
+    "--backends", metavar="A,B", help="Shorthand for --mismatch between two llvm-cpu/vmvx style local backends."
+)
 @click.option("--run", "runner", default=DEFAULTS["runner"], show_default=True, help="How --mismatch runs a module.")
 @click.option("--function", help="With --mismatch: the function to run [default: main, else the first export].")
-@click.option("--rtol", type=float, default=DEFAULTS["rtol"], show_default=True, help="With --mismatch: relative tolerance.")
-@click.option("--atol", type=float, default=DEFAULTS["atol"], show_default=True, help="With --mismatch: absolute tolerance.")
-@click.option("--slower-than", type=click.FloatRange(min=0), metavar="SECONDS", help="Built-in oracle: interesting while --compile takes longer than this (measured again near the limit).")
-@click.option("--slower-than-factor", type=click.FloatRange(min=1), metavar="N", help="Built-in oracle: interesting while --compile takes N times longer than --against.")
-@click.option("--phases/--no-phases", default=True, show_default=True, help="With an iree-compile --compile: find the phase where the failure appears and stop each check there.")
-@click.option("--from-phase-dump", is_flag=True, help="Also start reducing from the IR iree-compile dumps after the phase before (--compile-from).")
-@click.option("--isolate-dispatch", is_flag=True, help="For a codegen failure: find the executable that fails alone (--compile-mode=hal-executable) and reduce only it.")
-@click.option("--reduce-flags/--no-reduce-flags", default=True, show_default=True, help="With a built-in oracle: afterwards drop the compiler flags (and pipeline passes) the failure does not need.")
-@click.option("--for-upstream", is_flag=True, help="Finally rename symbols, strip locations, discardable attributes and dense_resource blobs (each kept only if still interesting).")
+@click.option(
+    "--rtol", type=float, default=DEFAULTS["rtol"], show_default=True, help="With --mismatch: relative tolerance."
+)
+@click.option(
+    "--atol", type=float, default=DEFAULTS["atol"], show_default=True, help="With --mismatch: absolute tolerance."
+)
+@click.option(
+    "--slower-than",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Built-in oracle: interesting while --compile takes longer than this (measured again near the limit).",
+)
+@click.option(
+    "--slower-than-factor",
+    type=click.FloatRange(min=1),
+    metavar="N",
+    help="Built-in oracle: interesting while --compile takes N times longer than --against.",
+)
+@click.option(
+    "--phases/--no-phases",
+    default=True,
+    show_default=True,
+    help="With an iree-compile --compile: find the phase where the failure appears and stop each check there.",
+)
+@click.option(
+    "--from-phase-dump",
+    is_flag=True,
+    help="Also start reducing from the IR iree-compile dumps after the phase before (--compile-from).",
+)
+@click.option(
+    "--isolate-dispatch",
+    is_flag=True,
+    help="For a codegen failure: find the executable that fails alone (--compile-mode=hal-executable) and reduce only it.",
+)
+@click.option(
+    "--reduce-flags/--no-reduce-flags",
+    default=True,
+    show_default=True,
+    help="With a built-in oracle: afterwards drop the compiler flags (and pipeline passes) the failure does not need.",
+)
+@click.option(
+    "--for-upstream",
+    is_flag=True,
+    help="Finally rename symbols, strip locations, discardable attributes and dense_resource blobs (each kept only if still interesting).",
+)
 @click.option("--report", type=click.Path(dir_okay=False), help="Write a ready-to-file Markdown bug report here.")
-@click.option("--report-json", type=click.Path(dir_okay=False), help="Write the report as JSON (schema: ireereduce --print-schema report).")
-@click.option("--executor", type=click.Choice(["local", "dask"]), default="local", show_default=True, help="Where checks run: worker processes here, or a Dask cluster (pip install 'ireereduce[dask]').")
-@click.option("--scheduler", metavar="ADDRESS", help="With --executor dask: a running scheduler (tcp://HOST:PORT) [default: start a local cluster with -j workers].")
-@click.option("--resources", metavar="NAME=N,...", help="With --executor dask: worker resources each check holds, e.g. GPU=1.")
-@click.option("--check-files", metavar="FILE,...", help="With --executor dask: files the check script needs, shipped with it to the workers.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Where the reduced program goes [default: INPUT.reduced.mlir; required when INPUT is -, stdin].")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].")
-@click.option("--timeout", type=float, help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="A candidate is interesting only if the check passes it this many times in a row (for flaky checks).")
-@click.option("--fresh", is_flag=True, help="Start from the input: ignore a smaller program already in the output and an interrupted run's state.")
-@click.option("--state-dir", type=click.Path(file_okay=False), help="Where a run keeps what a rerun continues from after it is killed [default: OUTPUT.resume; removed when the run finishes].")
+@click.option(
+    "--report-json",
+    type=click.Path(dir_okay=False),
+    help="Write the report as JSON (schema: ireereduce --print-schema report).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="Where checks run: worker processes here, or a Dask cluster (pip install 'ireereduce[dask]').",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="With --executor dask: a running scheduler (tcp://HOST:PORT) [default: start a local cluster with -j workers].",
+)
+@click.option(
+    "--resources", metavar="NAME=N,...", help="With --executor dask: worker resources each check holds, e.g. GPU=1."
+)
+@click.option(
+    "--check-files",
+    metavar="FILE,...",
+    help="With --executor dask: files the check script needs, shipped with it to the workers.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    help="Where the reduced program goes [default: INPUT.reduced.mlir; required when INPUT is -, stdin].",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="A candidate is interesting only if the check passes it this many times in a row (for flaky checks).",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Start from the input: ignore a smaller program already in the output and an interrupted run's state.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False),
+    help="Where a run keeps what a rerun continues from after it is killed [default: OUTPUT.resume; removed when the run finishes].",
+)
 @click.option("--no-state", is_flag=True, help="Keep no state: a killed run starts over.")
-@click.option("--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself).")
-@click.option("--strategies", "only", help="Comma-separated strategies to use (default: all that apply; llvm-reduce's names operands-zero, operands-to-args, operands-skip, arguments, ir-passes work too).")
+@click.option(
+    "--no-verify", is_flag=True, help="Do not run the MLIR verifier on candidates (for bugs in the verifier itself)."
+)
+@click.option(
+    "--strategies",
+    "only",
+    help="Comma-separated strategies to use (default: all that apply; llvm-reduce's names operands-zero, operands-to-args, operands-skip, arguments, ir-passes work too).",
+)
 @click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
-@click.option("--moves", "move_budget", type=click.IntRange(min=0), default=DEFAULTS["move_budget"], show_default=True, help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).")
-@click.option("--max-time", type=click.FloatRange(min=0), metavar="SECONDS", help=f"Stop after this long with the best so far (exit {session.EXIT_STOPPED}).")
-@click.option("--max-checks", type=click.IntRange(min=0), metavar="N", help=f"Stop after this many checks with the best so far (exit {session.EXIT_STOPPED}).")
-@click.option("--trivial-is-error", is_flag=True, help=f"Exit {session.EXIT_TRIVIAL} when the result is trivial (an empty module, a function that only returns): the check is too loose.")
+@click.option(
+    "--moves",
+    "move_budget",
+    type=click.IntRange(min=0),
+    default=DEFAULTS["move_budget"],
+    show_default=True,
+    help="Checks to spend on non-shrinking moves once the program is 1-minimal (0: none).",
+)
+@click.option(
+    "--max-time",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help=f"Stop after this long with the best so far (exit {session.EXIT_STOPPED}).",
+)
+@click.option(
+    "--max-checks",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help=f"Stop after this many checks with the best so far (exit {session.EXIT_STOPPED}).",
+)
+@click.option(
+    "--trivial-is-error",
+    is_flag=True,
+    help=f"Exit {session.EXIT_TRIVIAL} when the result is trivial (an empty module, a function that only returns): the check is too loose.",
+)
 @click.option("--print-diff", is_flag=True, help="Print each accepted step as a unified diff (stdout).")
-@click.option("--progress-json", metavar="FILE|-", help="Write progress events as JSON lines here (- for stdout; schema: ireereduce --print-schema progress).")
-@click.option("--heartbeat", type=click.FloatRange(min=0.1), default=progress.HEARTBEAT_SECONDS, show_default=True, metavar="SECONDS", help="Silence before a status line when stderr is not a terminal (and a heartbeat event).")
-@click.option("--print-schema", type=click.Choice(["report", "stats", "progress"]), expose_value=False, is_eager=True, callback=_print_schema, help="Print the JSON schema of --report-json, --stats-json or --progress-json and exit.")
-@click.option("--list-strategies", is_flag=True, expose_value=False, is_eager=True, callback=_list_strategies, help="List the strategies and exit.")
+@click.option(
+    "--progress-json",
+    metavar="FILE|-",
+    help="Write progress events as JSON lines here (- for stdout; schema: ireereduce --print-schema progress).",
+)
+@click.option(
+    "--heartbeat",
+    type=click.FloatRange(min=0.1),
+    default=progress.HEARTBEAT_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Silence before a status line when stderr is not a terminal (and a heartbeat event).",
+)
+@click.option(
+    "--print-schema",
+    type=click.Choice(["report", "stats", "progress"]),
+    expose_value=False,
+    is_eager=True,
+    callback=_print_schema,
+    help="Print the JSON schema of --report-json, --stats-json or --progress-json and exit.",
+)
+@click.option(
+    "--list-strategies",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_list_strategies,
+    help="List the strategies and exit.",
+)
 @click.option("--log-file", type=click.Path(dir_okay=False), help="Also write the full log (all workers) here.")
-@click.option("--stats-json", type=click.Path(dir_okay=False), help="Write the run's numbers (sizes, checks, engine vs check time, per strategy) here as JSON.")
+@click.option(
+    "--stats-json",
+    type=click.Path(dir_okay=False),
+    help="Write the run's numbers (sizes, checks, engine vs check time, per strategy) here as JSON.",
+)
 @click.option("-v", "--verbose", count=True, help="More log output (-vv: every check).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the final summary.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
@@ -198,8 +370,17 @@ def main(
 ) -> None:
     _ensure_stderr()
     try:  # before the log file is opened: it may be the input
-        session.check_paths(Settings(input=input_file, check=check, output=output, report=report,
-                                     report_json=report_json, stats_json=stats_json, log_file=log_file))
+        session.check_paths(
+            Settings(
+                input=input_file,
+                check=check,
+                output=output,
+                report=report,
+                report_json=report_json,
+                stats_json=stats_json,
+                log_file=log_file,
+            )
+        )
     except UserError as exc:
         _fail(exc.code, str(exc))
     _setup_logging(verbose, quiet, log_file)
@@ -211,16 +392,47 @@ def main(
         if not output:
             _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
         source = sys.stdin.read()
-    options = dict(
-        check=check, test_args=test_args, compile=compile_, against=against, mismatch=mismatch, runner=runner,
-        function=function, rtol=rtol, atol=atol, slower_than=slower_than, slower_than_factor=slower_than_factor,
-        expect_error=expect_error, expect_crash=expect_crash, allow_slippage=allow_slippage, phases=phases,
-        from_phase_dump=from_phase_dump, isolate_dispatch=isolate_dispatch, reduce_flags=reduce_flags,
-        for_upstream=for_upstream, report=report, report_json=report_json, output=output, jobs=jobs,
-        timeout=timeout, verify=not no_verify, strategies=_names(only),
-        skip_strategies=_names(skip) or (), move_budget=move_budget, max_time=max_time, max_checks=max_checks,
-        stats_json=stats_json, log_file=log_file, repeat=repeat, fresh=fresh, state_dir=state_dir, no_state=no_state,
-        executor=executor, scheduler=scheduler, resources=_resources(resources), check_files=_names(check_files) or (),
+    options: dict[str, Any] = dict(
+        check=check,
+        test_args=test_args,
+        compile=compile_,
+        against=against,
+        mismatch=mismatch,
+        runner=runner,
+        function=function,
+        rtol=rtol,
+        atol=atol,
+        slower_than=slower_than,
+        slower_than_factor=slower_than_factor,
+        expect_error=expect_error,
+        expect_crash=expect_crash,
+        allow_slippage=allow_slippage,
+        phases=phases,
+        from_phase_dump=from_phase_dump,
+        isolate_dispatch=isolate_dispatch,
+        reduce_flags=reduce_flags,
+        for_upstream=for_upstream,
+        report=report,
+        report_json=report_json,
+        output=output,
+        jobs=jobs,
+        timeout=timeout,
+        verify=not no_verify,
+        strategies=_names(only),
+        skip_strategies=_names(skip) or (),
+        move_budget=move_budget,
+        max_time=max_time,
+        max_checks=max_checks,
+        stats_json=stats_json,
+        log_file=log_file,
+        repeat=repeat,
+        fresh=fresh,
+        state_dir=state_dir,
+        no_state=no_state,
+        executor=executor,
+        scheduler=scheduler,
+        resources=_resources(resources),
+        check_files=_names(check_files) or (),
     )
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
     monitor = progress.Monitor(heartbeat=heartbeat)
@@ -247,19 +459,27 @@ def main(
             if debug:
                 raise
             stack.close()
-            click.echo(f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True)
+            click.echo(
+                f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True
+            )
             sys.exit(session.EXIT_INTERNAL)
     _summary(console, done.result)
     code = api.EXIT_OF_STATUS[done.status]
     if done.status == "interrupted":
-        where = (f"the smallest interesting program so far is in {done.output}" if os.path.exists(done.output or "")
-                 else f"no smaller program was found yet; {done.output} was not written")
+        where = (
+            f"the smallest interesting program so far is in {done.output}"
+            if os.path.exists(done.output or "")
+            else f"no smaller program was found yet; {done.output} was not written"
+        )
         state = done.result.state_dir
         again = f"; rerun the same command to continue (state in {state})" if state else ""
         click.echo(f"ireereduce: interrupted; {where}{again}", err=True)
     elif done.status == "stopped":
-        where = (f"the smallest interesting program so far is in {done.output}" if os.path.exists(done.output or "")
-                 else f"no smaller program was found yet; {done.output} was not written")
+        where = (
+            f"the smallest interesting program so far is in {done.output}"
+            if os.path.exists(done.output or "")
+            else f"no smaller program was found yet; {done.output} was not written"
+        )
         click.echo(f"ireereduce: stopped ({done.reason}); {where}", err=True)
     elif done.status == "flaky":
         click.echo(
@@ -291,8 +511,12 @@ def _diff_printer(monitor: progress.Monitor) -> Callable[[Any], None]:
     def show(candidate: Any) -> None:
         before = previous[0] if previous[0] is not None else monitor.start_text or ""
         previous[0] = candidate.text
-        diff = difflib.unified_diff(before.splitlines(keepends=True), candidate.text.splitlines(keepends=True),
-                                    "before", f"after {candidate.strategy}")
+        diff = difflib.unified_diff(
+            before.splitlines(keepends=True),
+            candidate.text.splitlines(keepends=True),
+            "before",
+            f"after {candidate.strategy}",
+        )
         click.echo("".join(diff), nl=False)
 
     return show
@@ -325,8 +549,10 @@ def _backends(value: str, flags: str | None) -> tuple[str, str, bool]:
 
     def command(backend: str) -> str:
         cpu = " --iree-llvmcpu-target-cpu=generic" if backend == "llvm-cpu" else ""
-        return (f"iree-compile {{input}} --iree-hal-target-device=local "
-                f"--iree-hal-local-target-device-backends={backend}{cpu} {extra} -o {{output}}").strip()
+        return (
+            f"iree-compile {{input}} --iree-hal-target-device=local "
+            f"--iree-hal-local-target-device-backends={backend}{cpu} {extra} -o {{output}}"
+        ).strip()
 
     return command(names[0]), command(names[1]), True
 
@@ -348,13 +574,13 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is now, so log lines go above the live status."""
 
     def __init__(self) -> None:
         super().__init__()
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 
@@ -394,8 +620,14 @@ def _summary(console: Console, result: Result) -> None:
             continue
         invalid = st.rejected["invalid"] + st.rejected["unparsable"] + st.rejected["strategy-error"]
         table.add_row(
-            name, str(st.candidates), str(invalid), str(st.rejected["not-smaller"] + st.rejected["no-op"]),
-            str(st.oracle_calls), str(st.cache_hits), str(st.accepts), str(st.bytes_saved),
+            name,
+            str(st.candidates),
+            str(invalid),
+            str(st.rejected["not-smaller"] + st.rejected["no-op"]),
+            str(st.oracle_calls),
+            str(st.cache_hits),
+            str(st.accepts),
+            str(st.bytes_saved),
         )
     console.print(table)
     ops = f"{original.ops} -> {final.ops} ops, " if original.ops is not None else ""
@@ -415,7 +647,9 @@ def _summary(console: Console, result: Result) -> None:
         n = s.outcomes["different bug"]
         console.print(
             f"{n} candidate{' was' if n == 1 else 's were'} rejected as a different bug (another failure signature)",
-            markup=False, highlight=False, soft_wrap=True,
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
     f = result.findings
     for note in f.notes:

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from reducer.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
-from reducer.oracle import Cancelled, CancelFn, Oracle, ScriptOracle, Verdict, never
+from reducer.oracle import CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
 class DaskExecutor(Executor):
     def __init__(
         self,
-        oracle: Oracle,
+        oracle: Oracle | None,
         workers: int,
         scheduler: str | None = None,
         resources: dict[str, float] | None = None,
@@ -148,8 +148,12 @@ class DaskExecutor(Executor):
                 # A check that kills its worker twice is not retried a third time.
                 with dask.config.set({"distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS - 1}):
                     self._cluster = LocalCluster(
-                        n_workers=max(1, workers), threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address=None, silence_logs=logging.ERROR,
+                        n_workers=max(1, workers),
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        silence_logs=logging.ERROR,
                         resources=self.resources or None,
                     )
                 self.client = Client(self._cluster, timeout=CONNECT_TIMEOUT)
@@ -167,7 +171,9 @@ class DaskExecutor(Executor):
                 slots = min(slots, int(have // amount)) if amount else slots
         if slots < 1:
             self.close()
-            raise ExecutorUnavailable(f"the Dask cluster has no worker that can run a check (resources {self.resources})")
+            raise ExecutorUnavailable(
+                f"the Dask cluster has no worker that can run a check (resources {self.resources})"
+            )
         self.workers = slots
         self.oracle = oracle
         log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")
@@ -187,7 +193,9 @@ class DaskExecutor(Executor):
         result: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
         token = f"ireereduce-{uuid.uuid4().hex}"
         with self._lock:
-            remote = self._oracle_on_cluster(oracle or self.oracle)
+            judge = oracle or self.oracle
+            assert judge is not None, "submit names its oracle when the executor has none"
+            remote = self._oracle_on_cluster(judge)
         task = self.client.submit(_run_task, data, remote, token, pure=False, resources=self.resources or None)
         with self._lock:
             self._tokens[result] = (token, task)

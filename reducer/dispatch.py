@@ -61,8 +61,12 @@ def isolate(oracle: CompileOracle, data: bytes, executor: Executor) -> Isolated:
     for n, v in zip(names, verdicts):
         log.info("dispatch isolation: %s alone: %s", n, v.outcome)
     if not sources:
-        log.warning("iree-compile dumped no executable sources (the failure comes before them); reducing the whole program")
+        log.warning(
+            "iree-compile dumped no executable sources (the failure comes before them); reducing the whole program"
+        )
     elif not failing:
-        log.warning("no executable fails alone the way the program does (%d tried); reducing the whole program", len(names))
+        log.warning(
+            "no executable fails alone the way the program does (%d tried); reducing the whole program", len(names)
+        )
     first = failing[0] if failing else ""
     return Isolated(first, sources.get(first, ""), alone, failing, len(names), 1 + len(names), time.monotonic() - start)

@@ -325,14 +325,15 @@ class Engine:
         return False
 
     def _ordered(self) -> list[Strategy]:
-        """Untried strategies in their declared order, then by bytes saved per verdict."""
+        """Untried strategies in registry order (the list given), then by bytes saved per
+        verdict, ties again in registry order."""
 
-        def rank(item: tuple[int, Strategy]) -> tuple[int, float, int, int]:
+        def rank(item: tuple[int, Strategy]) -> tuple[int, float, int]:
             index, s = item
             st = self.stats.per_strategy[s.name]
             if st.judged == 0:
-                return (0, 0.0, s.priority, index)
-            return (1, -st.benefit(), s.priority, index)
+                return (0, 0.0, index)
+            return (1, -st.benefit(), index)
 
         return [s for _, s in sorted(enumerate(self.strategies), key=rank)]
 
@@ -360,7 +361,9 @@ class Engine:
             self.best = attrs.evolve(candidate, size=self.ws.size)
             self.stats.final = self.ws.size
             self.on_improve(candidate)
-            self.on_event("improve", {"size": self.ws.size, "strategy": strategy.name, "checks": self.stats.oracle_calls})
+            self.on_event(
+                "improve", {"size": self.ws.size, "strategy": strategy.name, "checks": self.stats.oracle_calls}
+            )
         original = self.stats.original.bytes or 1
         log.info(
             "%-16s %s (%.1f%% of the original), %d oracle calls so far",
@@ -387,8 +390,15 @@ class Engine:
             self._wait()
             self._resolve(trial)
         self.stats.wait_seconds += time.monotonic() - t0
-        log.debug("decided %s chunk %d@%d: %s after %.2f s (%d in flight)", trial.strategy.name, trial.chunk,
-                  trial.offset, trial.verdict, time.monotonic() - t0, len(self._inflight))
+        log.debug(
+            "decided %s chunk %d@%d: %s after %.2f s (%d in flight)",
+            trial.strategy.name,
+            trial.chunk,
+            trial.offset,
+            trial.verdict,
+            time.monotonic() - t0,
+            len(self._inflight),
+        )
         self._read.add(trial.key)
         st.judged += 1
         counts = self._after[self._last_success]
@@ -442,7 +452,7 @@ class Engine:
 
     def _resolve(self, trial: _Trial) -> None:
         if trial.verdict is None and trial.key is not None:
-            trial.verdict = self.cache.peek(trial.key)
+            trial.verdict = self.cache.get(trial.key)
 
     def _speculate(self, main: _Branch) -> None:
         """Fill idle workers with the candidates most likely to be needed next."""
@@ -503,7 +513,9 @@ class Engine:
         """How likely trial is to succeed: its strategy's record, averaged with how often a
         candidate succeeds right after a success (a sweep that just cut something often
         cuts again at the same place) or after a failure."""
-        after_success = self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
+        after_success = (
+            self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
+        )
         hits, tries = self._after[after_success]
         return (self.stats.per_strategy[trial.strategy.name].success_rate(prior) + hits / tries) / 2
 

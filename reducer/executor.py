@@ -23,6 +23,7 @@ import abc
 import collections
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import logging
 import mmap
@@ -56,8 +57,9 @@ class ExecutorStats:
 
 def worker_died(deaths: int) -> Verdict:
     """The verdict of a candidate that killed its worker every time it ran."""
-    return Verdict(False, None, outcome="worker died",
-                   stderr_tail=f"the check killed the process running it {deaths} times")
+    return Verdict(
+        False, None, outcome="worker died", stderr_tail=f"the check killed the process running it {deaths} times"
+    )
 
 
 class Executor(abc.ABC):
@@ -110,7 +112,12 @@ class _Slot:
         struct.pack_into("q", self._memory, 0, task_id)
 
 
-def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, cancel_slot: _Slot) -> None:
+def _is_cancelled(slot: _Slot, task_id: int) -> bool:
+    """The cancel callback for one task: bound to its id, not the loop's current one."""
+    return slot.value == task_id
+
+
+def _worker_main(oracle: Oracle | None, conn: multiprocessing.connection.Connection, cancel_slot: _Slot) -> None:
     """A worker: run tasks from conn until told to stop. `cancel_slot` holds the id of
     the task the parent wants stopped; the oracle polls it while its commands run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -127,8 +134,9 @@ def _worker_main(oracle: Oracle, conn: multiprocessing.connection.Connection, ca
             conn.send((task_id, "cancelled", None))
             continue
         judge = task_oracle or oracle
+        assert judge is not None, "a task names its oracle when the executor has none"
         try:
-            verdict = judge.run(data, cancel=lambda: cancel_slot.value == task_id)
+            verdict = judge.run(data, cancel=functools.partial(_is_cancelled, cancel_slot, task_id))
             reply: tuple[int, str, Any] = (task_id, "ok", verdict)
         except Cancelled:
             reply = (task_id, "cancelled", None)
@@ -170,7 +178,7 @@ class LocalExecutor(Executor):
     forked later, and runs nothing but Python and the check's subprocess.
     """
 
-    def __init__(self, oracle: Oracle, workers: int) -> None:
+    def __init__(self, oracle: Oracle | None, workers: int) -> None:
         self.oracle = oracle
         self.workers = max(1, workers)
         self.stats = ExecutorStats()
@@ -254,8 +262,9 @@ class LocalExecutor(Executor):
         slot = _Slot()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
-            process = self._ctx.Process(target=_worker_main, args=(self.oracle, child, slot), daemon=True,
-                                        name="ireereduce-worker")
+            process = self._ctx.Process(
+                target=_worker_main, args=(self.oracle, child, slot), daemon=True, name="ireereduce-worker"
+            )
             process.start()
         child.close()
         return _Worker(process, parent, slot)
@@ -334,8 +343,11 @@ class LocalExecutor(Executor):
             return
         self.stats.busy_seconds += time.monotonic() - task.started
         task.deaths += 1
-        log.warning("a worker died (exit %s) under a check; %s", w.process.exitcode,
-                    "running it again" if task.deaths < MAX_WORKER_DEATHS else "the candidate counts as not interesting")
+        log.warning(
+            "a worker died (exit %s) under a check; %s",
+            w.process.exitcode,
+            "running it again" if task.deaths < MAX_WORKER_DEATHS else "the candidate counts as not interesting",
+        )
         if task.deaths >= MAX_WORKER_DEATHS or self._closing:
             self._by_future.pop(task.future, None)
             task.future.set_result(worker_died(task.deaths))

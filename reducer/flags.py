@@ -2,7 +2,7 @@
 --pass-pipeline) without which the failure disappears.
 
 No MLIR reducer does this; DuoReduce shows that the pass list matters as much as the
-IR (research/general-reducers.md §0.6, §8.4, mlir-reducers.md §8.8). Flags are few, so
+IR. Flags are few, so
 this is one-at-a-time removal to a fixpoint; the removals of a round are judged in
 parallel and the first success in flag order wins, so any -j gives the same result.
 """
@@ -54,7 +54,7 @@ def reduce_flags(oracle: Oracle, data: bytes, executor: Executor) -> FlagResult:
     candidate stays interesting."""
     removed: list[str] = []
     checks = 0
-    for field in getattr(oracle, "commands", ()):
+    for field in oracle.commands:
         while True:
             command: Command | None = getattr(oracle, field)
             if command is None:
@@ -65,7 +65,9 @@ def reduce_flags(oracle: Oracle, data: bytes, executor: Executor) -> FlagResult:
                     for variant in _pipeline_variants(command.argv[i]):
                         argv = list(command.argv)
                         argv[i] = variant
-                        tries.append((f"a pass of {command.argv[i]} (now {variant})", attrs.evolve(command, argv=tuple(argv))))
+                        tries.append(
+                            (f"a pass of {command.argv[i]} (now {variant})", attrs.evolve(command, argv=tuple(argv)))
+                        )
             found = _first_interesting(oracle, field, tries, data, executor)
             checks += found[1]
             if found[0] is None:
@@ -81,7 +83,8 @@ def _first_interesting(
 ) -> tuple[tuple[str, Oracle] | None, int]:
     """The first try (in order) that stays interesting. All are submitted at once and read
     in order; the ones after the first interesting one are cancelled."""
-    candidates = [(what, attrs.evolve(oracle, **{field: cmd})) for what, cmd in tries]
+    # Oracles with commands are attrs classes; the abstract base cannot say so.
+    candidates = [(what, attrs.evolve(oracle, **{field: cmd})) for what, cmd in tries]  # type: ignore[misc]
     futures = [executor.submit(data, candidate) for _, candidate in candidates]
     try:
         for checks, ((what, candidate), future) in enumerate(zip(candidates, futures), 1):

@@ -22,12 +22,10 @@ import signal
 import subprocess
 import tempfile
 import time
-
 from collections.abc import Callable, Iterator
+from typing import ClassVar, Protocol
 
 import attrs
-
-from reducer.signature import Signature
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +46,16 @@ class Cancelled(Exception):
     """The check was stopped because its verdict is no longer needed."""
 
 
+class Finding(Protocol):
+    """What an oracle learned about one failure, e.g. the IREE room's `Signature`. The
+    contract only carries it, so the core stays free of any one compiler's diagnostics."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def describe(self) -> str: ...
+
+
 @attrs.frozen
 class Verdict:
     interesting: bool
@@ -58,7 +66,7 @@ class Verdict:
     #: Why, in a word the summary counts: interesting, not interesting, no failure,
     #: different bug, timeout, run failed, same outputs, fast.
     outcome: str = ""
-    signature: Signature | None = None
+    signature: Finding | None = None
 
 
 @attrs.frozen
@@ -76,6 +84,12 @@ class Oracle(abc.ABC):
     blind to IR: a candidate is only bytes in a file."""
 
     timeout: float | None
+    #: The fields holding compiler command lines, which flag reduction may shorten; none
+    #: for a script oracle. Declared here so callers read it instead of probing with getattr.
+    commands: ClassVar[tuple[str, ...]] = ()
+    #: What the report calls it: one of docs/report-schema.json's oracle.kind values
+    #: (tests/test_report.py checks every oracle's kind against that enum).
+    kind: ClassVar[str]
 
     @abc.abstractmethod
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
@@ -86,6 +100,7 @@ class Oracle(abc.ABC):
         return self
 
     def with_timeout(self, timeout: float | None) -> Oracle:
+        # Every oracle is an attrs class with a timeout field; the abstract base cannot say so.
         return attrs.evolve(self, timeout=timeout)  # type: ignore[misc]
 
     @abc.abstractmethod
@@ -263,6 +278,7 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
 
 @attrs.frozen
 class ScriptOracle(Oracle):
+    kind: ClassVar[str] = "check-script"
     """The user's check script: exit 0 = interesting."""
 
     script: str  # absolute path
@@ -293,7 +309,11 @@ class RepeatOracle(Oracle):
     times: int
 
     @property
-    def timeout(self) -> float | None:  # type: ignore[override]
+    def kind(self) -> str:  # type: ignore[override]  # a wrapper reports what it wraps
+        return self.inner.kind
+
+    @property
+    def timeout(self) -> float | None:  # type: ignore[override]  # read-only: the inner oracle's
         return self.inner.timeout
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:

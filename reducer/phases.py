@@ -23,8 +23,18 @@ log = logging.getLogger(__name__)
 
 #: iree-compile's --compile-to / --compile-from phases, in pipeline order.
 PHASES = (
-    "input", "abi", "preprocessing", "global-optimization", "dispatch-creation", "flow", "stream",
-    "executable-sources", "executable-configurations", "executable-targets", "hal", "vm",
+    "input",
+    "abi",
+    "preprocessing",
+    "global-optimization",
+    "dispatch-creation",
+    "flow",
+    "stream",
+    "executable-sources",
+    "executable-configurations",
+    "executable-targets",
+    "hal",
+    "vm",
 )
 
 
@@ -80,7 +90,9 @@ def start_from_dump(
         return None
     before = PHASES[i - 1]
     with tempfile.TemporaryDirectory(prefix="ireereduce-phases-") as out:
-        dumping = oracle.with_command(oracle.command.plus(f"--dump-compilation-phases-to={out}", f"--compile-to={before}"))
+        dumping = oracle.with_command(
+            oracle.command.plus(f"--dump-compilation-phases-to={out}", f"--compile-to={before}")
+        )
         dumping.run(data)
         found = glob.glob(os.path.join(out, f"*.{before}.mlir"))
         if not found:
@@ -91,6 +103,10 @@ def start_from_dump(
     resumed = oracle.with_command(oracle.command.plus(f"--compile-from={before}", f"--compile-to={phase}"))
     verdict = executor.run(text.encode(), resumed)
     if not verdict.interesting:
-        log.warning("the IR dumped after %s does not fail the same way (%s); reducing the input as given", before, verdict.outcome)
+        log.warning(
+            "the IR dumped after %s does not fail the same way (%s); reducing the input as given",
+            before,
+            verdict.outcome,
+        )
         return None
     return text, resumed

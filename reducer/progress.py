@@ -57,24 +57,33 @@ class Status:
 
     def fields(self) -> dict[str, Any]:
         return {
-            "phase": self.phase, "size": size_fields(self.best), "strategy": self.strategy,
-            "checks": self.checks, "running": self.running, "cache_hits": self.cache_hits,
-            "invalid": self.invalid, "different_bug": self.different_bug,
+            "phase": self.phase,
+            "size": size_fields(self.best),
+            "strategy": self.strategy,
+            "checks": self.checks,
+            "running": self.running,
+            "cache_hits": self.cache_hits,
+            "invalid": self.invalid,
+            "different_bug": self.different_bug,
             "since_improvement": round(self.since_improvement, 2),
         }
 
     def line(self) -> str:
         """One line for a log that is not a terminal."""
         size = f"best {self.best} ({self.percent():.1f}%)" if self.best is not None else "no result yet"
-        return (f"{self.phase}{': ' + self.strategy if self.strategy else ''}; {size}; "
-                f"{self.checks} checks done, {self.running} running, {self.cache_hits} cache hits; "
-                f"last improvement {self.since_improvement:.0f} s ago; {self.elapsed:.0f} s elapsed")
+        return (
+            f"{self.phase}{': ' + self.strategy if self.strategy else ''}; {size}; "
+            f"{self.checks} checks done, {self.running} running, {self.cache_hits} cache hits; "
+            f"last improvement {self.since_improvement:.0f} s ago; {self.elapsed:.0f} s elapsed"
+        )
 
 
 class Monitor:
     """Collects a run's progress and hands events to listeners (thread-safe)."""
 
-    def __init__(self, on_event: Listener | None = None, heartbeat: float = HEARTBEAT_SECONDS, poll: float = 0.25) -> None:
+    def __init__(
+        self, on_event: Listener | None = None, heartbeat: float = HEARTBEAT_SECONDS, poll: float = 0.25
+    ) -> None:
         self.listeners: list[Listener] = [on_event] if on_event else []
         #: Called with each improving candidate (its text too): --print-diff.
         self.on_candidate: list[Callable[[Any], None]] = []
@@ -110,8 +119,14 @@ class Monitor:
         self._original, self._best = original, start
         self.start_text = text
         self._phase = "reducing"
-        self.emit("start", input=size_fields(original), size=size_fields(start), mode=mode, jobs=jobs,
-                  timeout=round(timeout, 2))
+        self.emit(
+            "start",
+            input=size_fields(original),
+            size=size_fields(start),
+            mode=mode,
+            jobs=jobs,
+            timeout=round(timeout, 2),
+        )
 
     def improve(self, candidate: Any) -> None:
         with self._lock:
@@ -122,8 +137,13 @@ class Monitor:
             status = self.status()
         for show in list(self.on_candidate):
             show(candidate)
-        self.emit("improve", size=size_fields(candidate.size), strategy=candidate.strategy, checks=status.checks,
-                  percent=round(status.percent() or 0.0, 2))
+        self.emit(
+            "improve",
+            size=size_fields(candidate.size),
+            strategy=candidate.strategy,
+            checks=status.checks,
+            percent=round(status.percent() or 0.0, 2),
+        )
 
     def finish(self, status: str, **fields: Any) -> None:
         assert status in STATUSES, status
@@ -187,8 +207,15 @@ class Monitor:
 
     def status(self) -> Status:
         now = time.monotonic()
-        st = Status(self._phase, now - self.started, self._original, self._best, self._strategy,
-                    since_improvement=now - self._last_improvement, improvements=self._improvements)
+        st = Status(
+            self._phase,
+            now - self.started,
+            self._original,
+            self._best,
+            self._strategy,
+            since_improvement=now - self._last_improvement,
+            improvements=self._improvements,
+        )
         engine = self._engine
         if engine is not None:
             stats = engine.stats
@@ -197,8 +224,10 @@ class Monitor:
                 st.running = getattr(stats, "running", None) or max(0, stats.oracle_calls - st.checks)
                 st.cache_hits = stats.cache_hits
                 st.different_bug = stats.outcomes.get("different bug", 0)
-                st.invalid = sum(s.rejected["invalid"] + s.rejected["unparsable"] + s.rejected["strategy-error"]
-                                 for s in list(stats.per_strategy.values()))
+                st.invalid = sum(
+                    s.rejected["invalid"] + s.rejected["unparsable"] + s.rejected["strategy-error"]
+                    for s in list(stats.per_strategy.values())
+                )
             except RuntimeError:  # a counter changed while read
                 pass
         return st
@@ -238,8 +267,14 @@ class LiveStatus:
         from rich.live import Live
 
         self.monitor = monitor
-        self.live = Live(console=console, get_renderable=self.render, refresh_per_second=4, transient=True,
-                         redirect_stderr=True, redirect_stdout=True)
+        self.live = Live(
+            console=console,
+            get_renderable=self.render,
+            refresh_per_second=4,
+            transient=True,
+            redirect_stderr=True,
+            redirect_stdout=True,
+        )
 
     def render(self) -> Any:
         from rich.text import Text

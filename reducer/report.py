@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import os
 import platform
 import re
-import os
 import subprocess
 import tempfile
 from typing import TYPE_CHECKING, Any
@@ -20,6 +20,7 @@ import attrs
 
 from reducer import ir as irutil
 from reducer.oracles.command import resolve_tool
+from reducer.signature import Signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from reducer.session import Result
@@ -107,11 +108,12 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
             program = f.read()
     oracle = result.oracle
     verdict = result.final_verdict
-    sig = verdict.signature if verdict is not None and verdict.signature is not None else getattr(oracle, "expected", None)
-    kind = {
-        "ScriptOracle": "check-script", "CompileOracle": "compile-failure",
-        "MismatchOracle": "numeric-mismatch", "SlowCompileOracle": "compile-time",
-    }.get(type(oracle).__name__, type(oracle).__name__)
+    sig = (
+        verdict.signature
+        if verdict is not None and verdict.signature is not None
+        else getattr(oracle, "expected", None)
+    )
+    kind = oracle.kind if oracle is not None else "check-script"
     name = os.path.basename(result.output)
     found = result.findings
     original = result.input_size or result.stats.original
@@ -126,7 +128,7 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         "oracle": {"kind": kind, "reproduce": oracle.reproducer(name) if oracle is not None else ""},
         "check_script": script_text(oracle),
         "trivial": irutil.trivial(program),
-        "signature": dict(attrs.asdict(sig), summary=sig.describe()) if sig is not None else None,
+        "signature": dict(attrs.asdict(sig), summary=sig.describe()) if isinstance(sig, Signature) else None,
         "failure_output": failure,
         "program": program,
         "sizes": {
@@ -142,9 +144,13 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         "phase": found.phase,
         "started_from_phase": found.started_from,
         "dispatch": {
-            "name": found.dispatch.name, "failing": list(found.dispatch.failing),
-            "executables": found.dispatch.executables, "seconds": round(found.dispatch.seconds, 2),
-        } if found.dispatch else None,
+            "name": found.dispatch.name,
+            "failing": list(found.dispatch.failing),
+            "executables": found.dispatch.executables,
+            "seconds": round(found.dispatch.seconds, 2),
+        }
+        if found.dispatch
+        else None,
         "flags_removed": list(found.flags_removed),
         "for_upstream": list(found.for_upstream),
         "versions": versions(),
@@ -181,8 +187,11 @@ def to_markdown(report: dict[str, Any]) -> str:
         script = report["check_script"]
         lines += [f"## Check script (`{script['name']}`)", "", "```sh", script["text"].rstrip(), "```", ""]
     if report.get("trivial"):
-        lines += ["> **Warning:** the reduced program is trivial (an empty module or a function that only",
-                  "> returns); the check probably accepts programs without the bug.", ""]
+        lines += [
+            "> **Warning:** the reduced program is trivial (an empty module or a function that only",
+            "> returns); the check probably accepts programs without the bug.",
+            "",
+        ]
     lines += [
         "## Output",
         "",

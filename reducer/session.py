@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from reducer import ir as irutil
 from reducer import dispatch, limits, phases, upstream
+from reducer import ir as irutil
 from reducer.cache import JournaledExecutor, VerdictJournal, key
 from reducer.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.executor import Executor, LocalExecutor
@@ -59,21 +59,20 @@ EXIT_CODES = {
     EXIT_OK: "reduced; the output is interesting",
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
     EXIT_USAGE: "bad command line; an output, report, stats or log path that is the input, the check, "
-                "another of them, or not writable",
+    "another of them, or not writable",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text",
     EXIT_BAD_CHECK: "check script missing, not executable or cannot be run (also when deleted or made "
-                    "non-executable mid-run); --compile's program not found",
+    "non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
     EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
     EXIT_FLAKY: "flaky check: the reduced program failed a re-check; the output holds the last program "
-                "that passed its re-checks, and the message gives the flip rate seen",
+    "that passed its re-checks, and the message gives the flip rate seen",
     EXIT_CANNOT_WRITE: "cannot write the output, report, stats or state (disk full, read-only or removed "
-                       "directory); the message says where the best so far is",
+    "directory); the message says where the best so far is",
     EXIT_BUSY: "another ireereduce run is writing the same output (the message names its PID)",
-    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check "
-                         "(--fresh starts over)",
+    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check (--fresh starts over)",
     EXIT_CHECK_CHANGED_FILES: "the check changed the input, the output or itself; the output keeps the "
-                              "last good program",
+    "last good program",
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, or distributed is not installed",
     EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
@@ -226,7 +225,9 @@ def save(path: str, data: bytes, what: str, best: str | None = None) -> None:
     try:
         write_atomically(path, data)
     except OSError as exc:
-        raise UserError(EXIT_CANNOT_WRITE, f"cannot write {what} {path}: {exc.strerror}" + (f"; {best}" if best else "")) from None
+        raise UserError(
+            EXIT_CANNOT_WRITE, f"cannot write {what} {path}: {exc.strerror}" + (f"; {best}" if best else "")
+        ) from None
 
 
 BOM = "\ufeff"
@@ -255,9 +256,13 @@ def check_paths(settings: Settings) -> None:
     input, the check or a file the check uses, or another of them, and each must be
     writable. After a reduction of hours is too late to find out."""
     output = settings.output or default_output(settings.input)
-    named = [("the output" if settings.output is None else "-o", output), ("--report", settings.report),
-             ("--report-json", settings.report_json), ("--stats-json", settings.stats_json),
-             ("--log-file", settings.log_file)]
+    named = [
+        ("the output" if settings.output is None else "-o", output),
+        ("--report", settings.report),
+        ("--report-json", settings.report_json),
+        ("--stats-json", settings.stats_json),
+        ("--log-file", settings.log_file),
+    ]
     protected = {os.path.realpath(settings.input): f"the input {settings.input}"}
     if settings.check is not None:
         for used in shipped_files(settings.check):
@@ -269,7 +274,9 @@ def check_paths(settings: Settings) -> None:
             continue
         real = os.path.realpath(path)
         if real in protected:
-            raise UserError(EXIT_USAGE, f"{flag} {path} is {protected[real]}; ireereduce never overwrites it (give another path)")
+            raise UserError(
+                EXIT_USAGE, f"{flag} {path} is {protected[real]}; ireereduce never overwrites it (give another path)"
+            )
         if real in seen:
             raise UserError(EXIT_USAGE, f"{seen[real]} and {flag} both name {path}; give each its own file")
         seen[real] = flag
@@ -287,7 +294,9 @@ def _check_writable(flag: str, path: str) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: the directory {parent} is not writable ({exc.strerror})") from None
+        raise UserError(
+            EXIT_USAGE, f"cannot write {flag} {path}: the directory {parent} is not writable ({exc.strerror})"
+        ) from None
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: it is read-only")
 
@@ -334,20 +343,32 @@ def run_check(oracle: Oracle, data: bytes) -> Verdict:
         return oracle.run(data)
     except OSError as exc:
         if exc.errno in WRITE_ERRORS:
-            raise UserError(EXIT_CANNOT_WRITE, f"cannot write a candidate into the temporary directory "
-                                               f"{tempfile.gettempdir()}: {exc.strerror} (free space, or set TMPDIR)") from None
-        raise UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}") from None
+            raise UserError(
+                EXIT_CANNOT_WRITE,
+                f"cannot write a candidate into the temporary directory "
+                f"{tempfile.gettempdir()}: {exc.strerror} (free space, or set TMPDIR)",
+            ) from None
+        raise UserError(
+            EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}"
+        ) from None
+
+
+def registry() -> dict[str, type[Strategy]]:
+    """Every strategy, in run order: the built-in list, then plug-ins. The one place the
+    built-ins are named for the core, which never imports them itself."""
+    from strategies import BUILTIN
+
+    return discover(BUILTIN)
 
 
 def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]) -> list[Strategy]:
-    available = discover()
+    """Instances in run order (registry order), filtered by mode and the user's lists."""
+    available = registry()
     only = None if only is None else [canonical_name(n) for n in only]
     skip = [canonical_name(n) for n in skip]
     unknown = [n for n in list(only or []) + list(skip) if n not in available]
     if unknown:
-        raise UserError(
-            EXIT_USAGE, f"unknown strategy {', '.join(unknown)}; see ireereduce --list-strategies"
-        )
+        raise UserError(EXIT_USAGE, f"unknown strategy {', '.join(unknown)}; see ireereduce --list-strategies")
     chosen = [cls() for name, cls in available.items() if mode in cls.modes and name not in skip]
     if only is not None:
         chosen = [s for s in chosen if s.name in only]
@@ -383,9 +404,14 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     if (settings.check is None) == (settings.compile is None):
         raise UserError(EXIT_USAGE, "give exactly one of --check SCRIPT or --compile COMMAND")
     if settings.check is not None:
-        for flag, value in (("--against", settings.against), ("--mismatch", settings.mismatch),
-                            ("--slower-than", settings.slower_than), ("--slower-than-factor", settings.slower_than_factor),
-                            ("--expect-error", settings.expect_error), ("--expect-crash", settings.expect_crash)):
+        for flag, value in (
+            ("--against", settings.against),
+            ("--mismatch", settings.mismatch),
+            ("--slower-than", settings.slower_than),
+            ("--slower-than-factor", settings.slower_than_factor),
+            ("--expect-error", settings.expect_error),
+            ("--expect-crash", settings.expect_crash),
+        ):
             if value:
                 raise UserError(EXIT_USAGE, f"{flag} goes with --compile, not with --check")
         script, args = _script_and_args(settings.check)
@@ -402,12 +428,24 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
         raise UserError(EXIT_USAGE, f"cannot split the command: {exc}") from None
     tool = command.render()[0]
     if shutil.which(tool) is None and not os.access(tool, os.X_OK):
-        raise UserError(EXIT_BAD_CHECK, f"the compile command's program {command.argv[0]!r} is not found; install it or give its path")
+        raise UserError(
+            EXIT_BAD_CHECK,
+            f"the compile command's program {command.argv[0]!r} is not found; install it or give its path",
+        )
     if settings.mismatch:
         if against is None or timing:
-            raise UserError(EXIT_USAGE, "--mismatch needs --against COMMAND (the second configuration), and no --slower-than")
+            raise UserError(
+                EXIT_USAGE, "--mismatch needs --against COMMAND (the second configuration), and no --slower-than"
+            )
         return MismatchOracle(
-            command, against, basename, timeout, runner, settings.function, settings.rtol, settings.atol,
+            command,
+            against,
+            basename,
+            timeout,
+            runner,
+            settings.function,
+            settings.rtol,
+            settings.atol,
             allow_slippage=settings.allow_slippage,
         )
     if timing:
@@ -416,26 +454,35 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
         if settings.slower_than_factor is not None and against is None:
             raise UserError(EXIT_USAGE, "--slower-than-factor needs --against COMMAND (the fast compiler or flags)")
         return SlowCompileOracle(
-            command, basename, timeout, settings.slower_than, settings.slower_than_factor, against,
+            command,
+            basename,
+            timeout,
+            settings.slower_than,
+            settings.slower_than_factor,
+            against,
             allow_slippage=settings.allow_slippage,
         )
     if against is not None:
         raise UserError(EXIT_USAGE, "--against goes with --mismatch or --slower-than-factor")
-    return CompileOracle(command, basename, timeout, settings.expect_error, settings.expect_crash, settings.allow_slippage)
+    return CompileOracle(
+        command, basename, timeout, settings.expect_error, settings.expect_crash, settings.allow_slippage
+    )
 
 
 def make_executor(settings: Settings, oracle: Oracle | None, factory: type[Executor] | None = None) -> Executor:
     """The executor the settings name; every check of the run goes through it (with
     oracle None, each submit names its oracle)."""
     if factory is not None:
-        return factory(oracle, settings.workers())  # type: ignore[call-arg]
+        return factory(oracle, settings.workers())  # type: ignore[call-arg]  # the ABC declares no __init__; every executor takes these two
     if settings.executor == "dask":
         try:
             from reducer.dask_executor import DaskExecutor, ExecutorUnavailable
         except ImportError:
             raise UserError(EXIT_EXECUTOR, "--executor dask needs Dask: pip install 'ireereduce[dask]'") from None
         try:
-            return DaskExecutor(oracle, settings.workers(), settings.scheduler, settings.resources, settings.check_files)
+            return DaskExecutor(
+                oracle, settings.workers(), settings.scheduler, settings.resources, settings.check_files
+            )
         except ExecutorUnavailable as exc:
             raise UserError(EXIT_EXECUTOR, str(exc)) from None
     if settings.scheduler or settings.resources:
@@ -501,8 +548,10 @@ def reduce_file(
     try:
         lock.acquire()
     except Busy as exc:
-        raise UserError(EXIT_BUSY, f"another ireereduce run (PID {exc.pid}) is writing {output}; "
-                                   "wait for it, or give this one another -o") from None
+        raise UserError(
+            EXIT_BUSY,
+            f"another ireereduce run (PID {exc.pid}) is writing {output}; wait for it, or give this one another -o",
+        ) from None
     except OSError as exc:
         raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
     try:
@@ -554,7 +603,9 @@ class _Guard:
         with self.lock:
             if check is not None and self.expected.get(check) is not None:
                 if not os.path.exists(check):
-                    raise UserError(EXIT_BAD_CHECK, f"the check script {check} was deleted during the run; {self.best()}")
+                    raise UserError(
+                        EXIT_BAD_CHECK, f"the check script {check} was deleted during the run; {self.best()}"
+                    )
             for path in self.paths:
                 if self._stat(path) != self.expected[path]:
                     if path == self.output and self.good is not None:
@@ -579,17 +630,27 @@ class _Guard:
             if not os.path.exists(check):
                 return UserError(EXIT_BAD_CHECK, f"the check script {check} was deleted during the run; {self.best()}")
             if not os.access(check, os.X_OK):
-                return UserError(EXIT_BAD_CHECK, f"the check script {check} is no longer executable (chmod +x {check}); {self.best()}")
+                return UserError(
+                    EXIT_BAD_CHECK,
+                    f"the check script {check} is no longer executable (chmod +x {check}); {self.best()}",
+                )
         if exc.errno in WRITE_ERRORS and not exc.filename:
-            return UserError(EXIT_CANNOT_WRITE, f"cannot write a candidate into the temporary directory "
-                                                f"{tempfile.gettempdir()}: {exc.strerror}; {self.best()}")
+            return UserError(
+                EXIT_CANNOT_WRITE,
+                f"cannot write a candidate into the temporary directory "
+                f"{tempfile.gettempdir()}: {exc.strerror}; {self.best()}",
+            )
         if exc.errno in (errno.ENOENT, errno.EACCES, errno.EPERM) and check is None:
-            return UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}; {self.best()}")
+            return UserError(
+                EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}; {self.best()}"
+            )
         where = exc.filename or "a file"
         return UserError(EXIT_CANNOT_WRITE, f"cannot write {where}: {exc.strerror}; {self.best()}")
 
 
-def _check_original(settings: Settings, text: str, basename: str, guard: _Guard) -> tuple[Oracle, Verdict, float, str | None]:
+def _check_original(
+    settings: Settings, text: str, basename: str, guard: _Guard
+) -> tuple[Oracle, Verdict, float, str | None]:
     """Run the check on the original twice: a check that disagrees with itself is flaky."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if isinstance(first, SlowCompileOracle) and settings.timeout is None:
@@ -622,8 +683,11 @@ def _check_original(settings: Settings, text: str, basename: str, guard: _Guard)
         timeout = settings.timeout or 3 * seconds + 5.0
     oracle = first.calibrate(verdict).with_timeout(timeout)
     if verdict.signature is not None and verdict.signature.kind != "ok":
-        log.info("the original fails with %s; candidates must fail the same way%s", verdict.signature.describe(),
-                 " (slippage allowed)" if settings.allow_slippage else "")
+        log.info(
+            "the original fails with %s; candidates must fail the same way%s",
+            verdict.signature.describe(),
+            " (slippage allowed)" if settings.allow_slippage else "",
+        )
     return oracle, verdict, timeout, flaky
 
 
@@ -677,8 +741,9 @@ class _Rechecks:
         return all(self.once(data) for _ in range(times))
 
 
-def _reduce(settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, start: float,
-            monitor: Monitor) -> Result:
+def _reduce(
+    settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, start: float, monitor: Monitor
+) -> Result:
     # One executor for every check after the original's (workflows, engine, flags,
     # --for-upstream); its workers are forked before any MLIR context exists here.
     inner = make_executor(settings, None, executor_factory)
@@ -696,7 +761,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
     notes: list[str] = []
     text = raw
     if text.startswith(BOM):
-        text = text[len(BOM):]
+        text = text[len(BOM) :]
         notes.append("removed the UTF-8 byte-order mark from the input")
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output))
@@ -707,9 +772,12 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         if settings.fresh:
             state.remove()
         elif recorded[0] != fp:
-            raise UserError(EXIT_STATE_MISMATCH, f"{state.path} holds an interrupted run of another command "
-                            f"({differences(recorded[0], fp)}); rerun that command to continue it, or add --fresh "
-                            "to start over")
+            raise UserError(
+                EXIT_STATE_MISMATCH,
+                f"{state.path} holds an interrupted run of another command "
+                f"({differences(recorded[0], fp)}); rerun that command to continue it, or add --fresh "
+                "to start over",
+            )
         else:
             resumed = recorded[1]
     elif state is not None and state.exists():
@@ -725,12 +793,14 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         monitor.phase("triage")
         findings = Findings()
         text, oracle = _workflows(settings, text, oracle, findings, inner)
-        original_text = raw[len(BOM):] if raw.startswith(BOM) else raw
+        original_text = raw[len(BOM) :] if raw.startswith(BOM) else raw
         if not settings.fresh and os.path.exists(output):
             previous = _previous_best(output, text, oracle, guard)
             if previous is not None:
-                findings.notes.append(f"started from the smaller interesting program already in {output} "
-                                      f"({len(previous.encode())} bytes; --fresh starts from the input)")
+                findings.notes.append(
+                    f"started from the smaller interesting program already in {output} "
+                    f"({len(previous.encode())} bytes; --fresh starts from the input)"
+                )
                 log.info("%s", findings.notes[-1])
                 text = previous
         findings.notes[:0] = notes
@@ -740,8 +810,11 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             try:
                 state.create(fp, begin)
             except OSError as exc:
-                raise UserError(EXIT_CANNOT_WRITE, f"cannot write the state directory {state.path}: {exc.strerror} "
-                                "(--state-dir elsewhere, or --no-state)") from None
+                raise UserError(
+                    EXIT_CANNOT_WRITE,
+                    f"cannot write the state directory {state.path}: {exc.strerror} "
+                    "(--state-dir elsewhere, or --no-state)",
+                ) from None
     text, oracle, verdict, timeout, findings = begin.text, begin.oracle, begin.verdict, begin.timeout, begin.findings
     findings.notes = notes
     original_text = begin.original_text
@@ -751,11 +824,15 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         try:
             journal = state.open_journal()
         except OSError as exc:
-            raise UserError(EXIT_CANNOT_WRITE, f"cannot write the state directory {state.path}: {exc.strerror} "
-                            "(--state-dir elsewhere, or --no-state)") from None
+            raise UserError(
+                EXIT_CANNOT_WRITE,
+                f"cannot write the state directory {state.path}: {exc.strerror} (--state-dir elsewhere, or --no-state)",
+            ) from None
         if resumed is not None:
-            msg = (f"continuing the interrupted run recorded in {state.path} "
-                   f"({len(journal.verdicts)} verdicts recorded are not checked again)")
+            msg = (
+                f"continuing the interrupted run recorded in {state.path} "
+                f"({len(journal.verdicts)} verdicts recorded are not checked again)"
+            )
             log.info("%s", msg)
             findings.notes.append(msg)
     # A rerun replays the commits the killed run made; the output already holds the
@@ -771,7 +848,9 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
     history: list[str] = [text]
     # Started from an earlier run's output: the output takes no program with more bytes
     # than that one (the engine's order also counts type bits, and it re-prints).
-    floor = [len(current)] if resumed is None and current is not None and guard.good == current else [None]
+    floor: list[int | None] = (
+        [len(current)] if resumed is None and current is not None and guard.good == current else [None]
+    )
 
     try:
         executor = JournaledExecutor(inner, journal, after=guard.check)
@@ -786,7 +865,11 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         input_size = ws.size if text == original_text else _size_of(original_text)
         log.info(
             "reducing %s (%s) as %s with %d workers, check timeout %.1f s",
-            settings.input, ws.size, ws.mode, settings.jobs, timeout,
+            settings.input,
+            ws.size,
+            ws.mode,
+            settings.jobs,
+            timeout,
         )
         replaying = [holds]
 
@@ -804,20 +887,39 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             monitor.improve(candidate)
 
         limits_ = limits.Limits(start, settings.max_time, settings.max_checks)
-        engine = Engine(ws, strategies, executor, improved, move_budget=settings.move_budget, oracle=judge,
-                        on_event=monitor.engine_event, should_stop=lambda: limits_.reason(engine.stats.oracle_calls))
+        engine = Engine(
+            ws,
+            strategies,
+            executor,
+            improved,
+            move_budget=settings.move_budget,
+            oracle=judge,
+            on_event=monitor.engine_event,
+            should_stop=lambda: limits_.reason(engine.stats.oracle_calls),
+        )
         engine.stats.original = ws.size  # as reduction started
-        monitor.start(input_size, ws.size, ws.mode, settings.jobs, timeout, ws.program.text)
+        monitor.start(input_size, ws.size, ws.mode, settings.workers(), timeout, ws.program.text)
 
         def result(final: Verdict | None = None, flaky: str | None = None) -> Result:
-            return Result(output, ws.mode, engine.stats, time.monotonic() - start, timeout, verdict.seconds,
-                          findings, oracle, final, input_size, flaky,
-                          state.path if state is not None and state.exists() else None)
+            return Result(
+                output,
+                ws.mode,
+                engine.stats,
+                time.monotonic() - start,
+                timeout,
+                verdict.seconds,
+                findings,
+                oracle,
+                final,
+                input_size,
+                flaky,
+                state.path if state is not None and state.exists() else None,
+            )
 
         try:
             with monitor.watching(engine):
                 stats = engine.run()
-        except (KeyboardInterrupt, *limits.STOPPED) as exc:
+        except (KeyboardInterrupt, *limits.STOPPED) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of exception types
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
             if isinstance(exc, limits.STOPPED):
                 raise LimitReached(result(), getattr(exc, "reason", str(exc))) from None
@@ -836,7 +938,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             guard.restore_output()  # the workers are stopped now: a check still running may have written it again
         raise
     try:
-        if settings.reduce_flags and getattr(oracle, "commands", ()):
+        if settings.reduce_flags and oracle is not None and oracle.commands:
             flags = reduce_flags(oracle, final_text.encode(), inner)
             stats.oracle_calls += flags.checks
             oracle = flags.oracle
@@ -877,9 +979,11 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         raise Interrupted(result()) from None
     flaky = None
     if not confirmed:
-        how = (f"{output} holds the last program that passed {WALKBACK_CONFIRM} re-checks in a row"
-               if kept is not None else
-               f"no program the run committed passed {WALKBACK_CONFIRM} re-checks in a row; {output} holds the one it started from")
+        how = (
+            f"{output} holds the last program that passed {WALKBACK_CONFIRM} re-checks in a row"
+            if kept is not None
+            else f"no program the run committed passed {WALKBACK_CONFIRM} re-checks in a row; {output} holds the one it started from"
+        )
         kept = kept if kept is not None else history[0]
         guard.write_output(kept.encode())
         final_text = kept
@@ -887,11 +991,14 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         seen = f"{rechecks.failures} of {rechecks.runs} re-checks of programs it had passed failed"
         if flaky_start:
             seen += f", and {flaky_start}"
-        flaky = (f"{seen} (a flip rate of about {100.0 * rechecks.failures / max(rechecks.runs, 1):.0f}%); "
-                 f"{how} ({len(kept.encode())} bytes)")
+        flaky = (
+            f"{seen} (a flip rate of about {100.0 * rechecks.failures / max(rechecks.runs, 1):.0f}%); "
+            f"{how} ({len(kept.encode())} bytes)"
+        )
     elif flaky_start:
-        findings.notes.append(f"the check looked flaky at the start ({flaky_start}); the result passed "
-                              f"{FINAL_CONFIRM} re-checks")
+        findings.notes.append(
+            f"the check looked flaky at the start ({flaky_start}); the result passed {FINAL_CONFIRM} re-checks"
+        )
     final = rechecks.last if rechecks.last is not None else Verdict(confirmed, 0 if confirmed else 1)
     if state is not None:
         state.remove()
@@ -920,7 +1027,10 @@ def _size_of(text: str) -> Size:
         module = irutil.parse(text, irutil.new_context())
     except irutil.ParseError:
         return Size(None, len(text.encode()))
-    return Size(irutil.count_ops(module.operation), len(irutil.to_text(module.operation, irutil.PrintOptions(), verified=False).encode()))
+    return Size(
+        irutil.count_ops(module.operation),
+        len(irutil.to_text(module.operation, irutil.PrintOptions(), verified=False).encode()),
+    )
 
 
 def _workflows(
@@ -939,8 +1049,13 @@ def _workflows(
         found = dispatch.isolate(oracle, text.encode(), executor)
         findings.workflow_checks += found.checks
         if found.failing:
-            log.info("dispatch isolation: %s fails alone (%d of %d executables fail the same way; %.1f s)",
-                     found.name, len(found.failing), found.executables, found.seconds)
+            log.info(
+                "dispatch isolation: %s fails alone (%d of %d executables fail the same way; %.1f s)",
+                found.name,
+                len(found.failing),
+                found.executables,
+                found.seconds,
+            )
             findings.dispatch = found
             return found.text, found.oracle
     if settings.phases and phases.applicable(oracle):
@@ -950,18 +1065,30 @@ def _workflows(
             findings.phase = search.phase
             limited = phases.limit(oracle, search.phase)
             if not search.worth_it() and not settings.from_phase_dump:
-                log.info("phase search: the failure appears in phase %s, after code generation; stopping there "
-                         "saves nothing, so checks compile fully", search.phase)
+                log.info(
+                    "phase search: the failure appears in phase %s, after code generation; stopping there "
+                    "saves nothing, so checks compile fully",
+                    search.phase,
+                )
                 return text, oracle
-            log.info("phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)", search.phase, search.phase)
+            log.info(
+                "phase search: the failure appears in phase %s; checks stop there (--compile-to=%s)",
+                search.phase,
+                search.phase,
+            )
             if settings.from_phase_dump:
-                resumed = phases.start_from_dump(limited, text.encode(), os.path.basename(settings.input), search.phase,
-                                                 executor)
+                resumed = phases.start_from_dump(
+                    limited, text.encode(), os.path.basename(settings.input), search.phase, executor
+                )
                 findings.workflow_checks += 2  # the dump, and its IR checked
                 if resumed is not None:
                     findings.started_from = phases.PHASES[phases.PHASES.index(search.phase) - 1]
-                    log.info("starting from the IR after phase %s (%d bytes, was %d)", findings.started_from,
-                             len(resumed[0]), len(text))
+                    log.info(
+                        "starting from the IR after phase %s (%d bytes, was %d)",
+                        findings.started_from,
+                        len(resumed[0]),
+                        len(text),
+                    )
                     return resumed[0], resumed[1]
             return text, limited
     return text, oracle

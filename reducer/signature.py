@@ -2,8 +2,7 @@
 shrinks: the slippage guard compares these.
 
 Reducers that leave slippage to the user's script end up chasing a different bug
-(MozillaSecurity/lithium#72, DeadCodeProductions/dead#2; research/general-reducers.md
-§0.8 and §8.3). Only ddSMT compares with the golden run, and only byte for byte. A
+(MozillaSecurity/lithium#72, DeadCodeProductions/dead#2). Only ddSMT compares with the golden run, and only byte for byte. A
 compiler's message changes as the program shrinks (file positions, SSA numbers, shapes),
 so a signature keeps the kind of failure, the first error with those normalised away,
 and the top frames of a crash stack.
@@ -13,12 +12,18 @@ from __future__ import annotations
 
 import re
 import signal
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
+if TYPE_CHECKING:  # the contract, for annotations only: no cycle at run time
+    from reducer.oracle import Verdict
+
 #: Frames of the crash handler itself, not of the bug.
-_HANDLER_FRAMES = re.compile(r"llvm::sys::|SignalHandler|__restore_rt|libc\.so|libpthread|abort|raise|__assert|_start\b")
+_HANDLER_FRAMES = re.compile(
+    r"llvm::sys::|SignalHandler|__restore_rt|libc\.so|libpthread|abort|raise|__assert|_start\b"
+)
 _FRAME = re.compile(r"^\s*#\d+\s+0x[0-9a-fA-F]+\s+(.*)$")
 _DIAG = re.compile(r"^(?:[^\s:][^:]*:\d+:\d+: |<unknown>:\d+:\d+: |[\w./-]+: )?error: (.*)$")
 #: Top frames of a crash stack that must match (below the signal handler).
@@ -112,9 +117,15 @@ class Signature:
         return attrs.asdict(self)
 
 
+def of_verdict(verdict: Verdict) -> Signature | None:
+    """The Signature a built-in oracle put in its verdict (the contract types it loosely)."""
+    sig = verdict.signature
+    return sig if isinstance(sig, Signature) else None
+
+
 def of(returncode: int | None, stderr: str) -> Signature:
     """The signature of one run of a command, from its exit status and its stderr."""
-    errors = []
+    errors: list[str] = []
     for line in stderr.splitlines():
         m = _DIAG.match(line)
         if m and len(errors) < 20:
@@ -123,7 +134,7 @@ def of(returncode: int | None, stderr: str) -> Signature:
     m = _ASSERT.search(stderr)
     if m:
         assertion = normalise(m.group(1))
-    frames = []
+    frames: list[str] = []
     failing_pass = ""
     for line in stderr.splitlines():
         m = _FRAME.match(line)
@@ -150,8 +161,14 @@ def of(returncode: int | None, stderr: str) -> Signature:
 
 #: Kinds of numeric difference, the worst first: a candidate must show the original's worst.
 DIFFERENCES = (
-    "shapes differ", "NaN on a only", "NaN on b only", "inf on a only", "inf on b only",
-    "opposite signs", "off by 2x or more", "off by under 2x",
+    "shapes differ",
+    "NaN on a only",
+    "NaN on b only",
+    "inf on a only",
+    "inf on b only",
+    "opposite signs",
+    "off by 2x or more",
+    "off by under 2x",
 )
 
 

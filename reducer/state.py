@@ -25,9 +25,23 @@ from reducer.cache import VerdictJournal
 #: Settings that do not change which program the run ends with (or name files only).
 #: Where checks run never changes the result (the engine is deterministic for any -j and
 #: executor), so a run killed on a cluster can continue locally and the other way round.
-_NOT_FINGERPRINTED = {"output", "report", "report_json", "stats_json", "log_file", "jobs", "state_dir",
-                      "no_state", "fresh", "executor", "scheduler", "resources", "check_files",
-                      "max_time", "max_checks"}  # limits say where a run stops, not what it finds
+_NOT_FINGERPRINTED = {
+    "output",
+    "report",
+    "report_json",
+    "stats_json",
+    "log_file",
+    "jobs",
+    "state_dir",
+    "no_state",
+    "fresh",
+    "executor",
+    "scheduler",
+    "resources",
+    "check_files",
+    "max_time",
+    "max_checks",
+}  # limits say where a run stops, not what it finds
 
 
 class Busy(Exception):

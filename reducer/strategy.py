@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import importlib.metadata
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -33,7 +33,10 @@ class Edit:
 
     kind: str
     path: tuple[int, ...] = ()
-    arg: Hashable = None
+    # The strategy's own payload (a span, a symbol name, a type). It must be hashable and
+    # ordered, as edits are cached and sorted, but each strategy reads its own shape back,
+    # so it is typed Any rather than forcing a cast at every use.
+    arg: Any = None
 
     def __str__(self) -> str:
         where = "/".join(map(str, self.path))
@@ -60,14 +63,13 @@ class Program:
 
 
 class Strategy(abc.ABC):
-    """A pluggable reduction. Subclasses set `name`, `summary`, `modes` and `priority`."""
+    """A pluggable reduction. Subclasses set `name`, `summary` and `modes`; where it runs
+    is its place in the registry list the session passes to the engine."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
     #: "mlir": needs the parsed IR; "text": works on any text (the fallback when parsing fails).
     modes: ClassVar[frozenset[str]] = frozenset({"mlir"})
-    #: Order before any benefit has been measured in this run: lower goes first.
-    priority: ClassVar[int] = 50
     #: Used in the main loop, where only strictly smaller candidates are judged.
     shrinks: ClassVar[bool] = True
     #: Also offers moves: candidates that need not be smaller, tried once the program is
@@ -103,26 +105,34 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(name, name)
 
 
-def builtin_strategies() -> list[type[Strategy]]:
-    from strategies import BUILTIN
-
-    return list(BUILTIN)
-
-
-def discover() -> dict[str, type[Strategy]]:
-    """Built-in strategies plus any a downstream package registers under `ireereduce.strategies`."""
-    found: dict[str, type[Strategy]] = {cls.name: cls for cls in builtin_strategies()}
+def discover(builtin: Sequence[type[Strategy]]) -> dict[str, type[Strategy]]:
+    """The registry in run order: `builtin` as given, then the plug-ins a downstream package
+    registers under `ireereduce.strategies`, by entry-point name. The caller passes the
+    built-ins so this contract module never imports them. A plug-in that is not a
+    Strategy, or whose name is taken, is rejected with a warning rather than silently
+    replacing (or shadowing) what the user asked for."""
+    found: dict[str, type[Strategy]] = {cls.name: cls for cls in builtin}
     try:
         eps: Any = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
     except Exception:  # pragma: no cover - broken metadata must not stop a reduction
         eps = []
-    for ep in eps:
-        if ep.name in found:
-            continue
+    for ep in sorted(eps, key=lambda ep: ep.name):
         try:
             cls = ep.load()
         except Exception as exc:  # a broken plug-in is reported, not fatal
             log.warning("strategy plug-in %s could not be loaded: %s", ep.name, exc)
             continue
-        found[cls.name] = cls
+        if not (isinstance(cls, type) and issubclass(cls, Strategy)):
+            log.warning("strategy plug-in %s (%s) is not a Strategy subclass; ignored", ep.name, ep.value)
+            continue
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or name in found or name in ALIASES:
+            log.warning(
+                "strategy plug-in %s (%s) reuses the name %r of a strategy already registered; ignored",
+                ep.name,
+                ep.value,
+                name,
+            )
+            continue
+        found[name] = cls
     return found

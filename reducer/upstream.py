@@ -1,7 +1,7 @@
 """--for-upstream: make the repro fit to paste into a public bug report.
 
 Deterministic symbol names (the user's model names go), no locations, no discardable
-attributes, no dense_resource blobs (research/mlir-reducers.md §8.11; CIRCT's name
+attributes, no dense_resource blobs (CIRCT's name
 sanitizers are the only precedent). Each step is only kept if the oracle still finds
 the program interesting: a discardable attribute can be what triggers the bug.
 """
@@ -17,7 +17,7 @@ _SYMBOL = re.compile(r'@([A-Za-z_$.][\w$.-]*|"[^"]*")')
 _PREFIX = {"func.func": "f", "util.func": "f", "util.global": "g", "ml_program.global": "g", "hal.executable": "ex"}
 
 
-def _parse(text: str):  # type: ignore[no-untyped-def]
+def _parse(text: str):
     ctx = irutil.new_context()
     return ctx, irutil.parse(text, ctx)
 
@@ -72,6 +72,7 @@ def rename_symbols(text: str) -> str:
                 continue
             mapping[old] = f"{prefix}{counts.get(prefix, 0)}"
             counts[prefix] = counts.get(prefix, 0) + 1
+
     def swap(m: re.Match[str]) -> str:
         name = m.group(1).strip('"')
         return "@" + mapping[name] if name in mapping else m.group(0)

@@ -147,7 +147,7 @@ class MLIRWorkspace(Workspace):
         self._set(irutil.parse(text, self.ctx))
 
     @contextlib.contextmanager
-    def scope(self):  # type: ignore[override]
+    def scope(self):
         from iree.compiler import ir
 
         with self.ctx, ir.Location.unknown(self.ctx):
@@ -165,7 +165,7 @@ class MLIRWorkspace(Workspace):
     def _set(self, module: object, known: Candidate | None = None) -> None:
         """Make module current; a committed candidate already carries its canonical text and size."""
         self._module = module  # keeps the IR alive
-        root = module.operation  # type: ignore[attr-defined]
+        root = module.operation  # type: ignore[attr-defined]  # module is an ir.Module; typed object so a test double fits
         if known is not None:
             size = known.size
             if size.volume == UNKNOWN_VOLUME:
@@ -182,11 +182,11 @@ class MLIRWorkspace(Workspace):
             keep = irutil.parse(result, self.ctx)
             root = keep.operation
         else:
-            root = result  # type: ignore[assignment]
+            root = result
         if self.verify:
-            irutil.verify(root)  # type: ignore[arg-type]
-        text = irutil.to_text(root, self.options, verified=self.verify)  # type: ignore[arg-type]
-        ops, nbytes = irutil.count_ops(root), len(text.encode())  # type: ignore[arg-type]
+            irutil.verify(root)
+        text = irutil.to_text(root, self.options, verified=self.verify)
+        ops, nbytes = irutil.count_ops(root), len(text.encode())
         # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
         tie = (ops, nbytes) == (self.size.ops, self.size.bytes)
         size = Size(ops, nbytes, irutil.tensor_volume(text) if tie else UNKNOWN_VOLUME)

@@ -1,5 +1,11 @@
-"""Built-in reductions. Each module holds one strategy; `BUILTIN` is their default order."""
+"""Built-in reductions, one module each. `BUILTIN` is the one list of them, and its order
+is the run order (as llvm-reduce's DeltaPasses.def): a strategy not yet tried in a run goes
+before the ones after it. Coarse cuts come first (whole functions, pass pipelines, shapes),
+then op-level removal, then operand and type rewrites, then attribute polish. The text
+strategies, for input that does not parse, keep their own order at the end. Plug-ins from
+the `ireereduce.strategies` entry points run after all of these."""
 
+from reducer.strategy import Strategy
 from strategies.arguments_to_constants import ArgumentsToConstants
 from strategies.attributes import Attributes
 from strategies.drop_ops import DropOps
@@ -22,25 +28,25 @@ from strategies.unused_results import UnusedResults
 from strategies.values_to_arguments import ValuesToArguments
 from strategies.values_to_return import ValuesToReturn
 
-BUILTIN = [
+BUILTIN: list[type[Strategy]] = [
     SplitFunctions,
     OptPasses,
     ShrinkTensors,
     ShrinkValues,
     Globals,
-    RemoveResultsAndArguments,
-    ValuesToReturn,
     Regions,
     UnusedResults,
+    RemoveResultsAndArguments,
     GenericToOps,
     DropOps,
+    ValuesToReturn,
     ValuesToArguments,
     ForwardOperands,
     IreeSimplify,
     ReplaceWithZero,
     Types,
-    Attributes,
     ArgumentsToConstants,
+    Attributes,
     TextLines,
     TextBalanced,
     TextTokens,

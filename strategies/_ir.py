@@ -28,7 +28,7 @@ def op_key(op: ir.Operation) -> int:
     """The address of the underlying MLIR operation: a stable dictionary key. (The
     bindings' hash() of an op is that of the Python wrapper, and the wrapper of one op
     can be replaced after edits around it, which made hash-keyed indexes miss.)"""
-    capsule = op._CAPIPtr  # type: ignore[attr-defined]
+    capsule = op._CAPIPtr
     return int(_capsule_pointer(capsule, _CAPSULE_NAME))
 
 
@@ -193,7 +193,7 @@ class Rewriter:
         op = self.table[path]
         self._pending += self._feeders(op)
         for result, value in zip(op.results, values):
-            if _has_uses(result):
+            if has_uses(result):
                 result.replace_all_uses_with(value if value is not None else self.replacement(result, op))
         self._erase(path)
 
@@ -249,7 +249,7 @@ class Rewriter:
             op = self.table[path]
             feeders += self._feeders(op)
             for result in op.results:
-                if _has_uses(result):
+                if has_uses(result):
                     result.replace_all_uses_with(self.replacement(result, op))
             self._erase(path)
         if prune:
@@ -270,7 +270,7 @@ class Rewriter:
             op = self.table[path]
             if not len(op.results) or is_terminator(op) or symbol_name(op) is not None:
                 continue
-            if any(_has_uses(r) for r in op.results):
+            if any(has_uses(r) for r in op.results):
                 continue
             feeders = self._feeders(op)
             self._erase(path)
@@ -450,8 +450,12 @@ def drop_for_iter_args(rewriter: Rewriter, path: Path, loop: ir.Operation, drop:
     kept = [k for k in range(len(inits)) if k not in drop]
     with loop.location:
         new = ir.Operation.create(
-            "scf.for", results=[loop.results[k].type for k in kept], operands=operands[:3] + [inits[k] for k in kept],
-            attributes=attributes_of(loop), regions=1, ip=ir.InsertionPoint(loop),
+            "scf.for",
+            results=[loop.results[k].type for k in kept],
+            operands=operands[:3] + [inits[k] for k in kept],
+            attributes=attributes_of(loop),
+            regions=1,
+            ip=ir.InsertionPoint(loop),
         )
         block.append_to(new.regions[0])
         for k in sorted(drop, reverse=True):
@@ -487,14 +491,10 @@ def set_function_type(func: ir.Operation, inputs: list[ir.Type], results: list[i
 
 def attributes_of(op: ir.Operation) -> dict[str, ir.Attribute]:
     """op's attributes, to give a rebuilt op (fewer operands, results or iter_args)."""
-    return {name: get_attr(op, name) for name in op.attributes}  # type: ignore[misc]
+    return {name: get_attr(op, name) for name in op.attributes}
 
 
 def has_uses(value: ir.Value) -> bool:
-    return _has_uses(value)
-
-
-def _has_uses(value: ir.Value) -> bool:
     for _use in value.uses:
         return True
     return False

@@ -20,7 +20,6 @@ from strategies.remove_results_and_arguments import rewrite_signature
 class ArgumentsToConstants(Strategy):
     name = "arguments-to-constants"
     summary = "replace a function argument by a zero constant (dropping it from call sites)"
-    priority = 55
     moves = True
 
     def opportunities(self, program: Program) -> list[Edit]:
@@ -38,7 +37,7 @@ class ArgumentsToConstants(Strategy):
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
-        fns = functions(program.memo, program.root)  # type: ignore[arg-type]
+        fns = functions(program.memo, program.root)
         rewriter = Rewriter(root)
         by_function: dict[str, set[int]] = {}
         for e in edits:

@@ -33,7 +33,6 @@ def _droppable(op: ir.Operation, name: str) -> bool:
 class Attributes(Strategy):
     name = "attributes"
     summary = "drop discardable and optional attributes one at a time; strip all locations at once"
-    priority = 60
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

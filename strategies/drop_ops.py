@@ -1,8 +1,7 @@
 """drop-ops: erase any op inside a function, giving its results' uses a replacement.
 
 mlir-reduce can only delete ops whose uses vanish too and iree-reduce only forwards
-operands (research/mlir-reducers.md §6: 200 -> 200 and 200 -> 97 ops on a two-operand
-chain); rewiring every use first is what lets ddmin remove arbitrary chunks.
+operands; rewiring every use first is what lets ddmin remove arbitrary chunks.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from strategies._ir import Rewriter, body_ops
 class DropOps(Strategy):
     name = "drop-ops"
     summary = "erase ops, replacing uses by an operand, a dominating value, zero, a new argument or poison"
-    priority = 30
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

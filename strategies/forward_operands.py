@@ -1,6 +1,6 @@
 """forward-operands: replace an op by one of its operands of the same type.
 
-iree-reduce's one trick (research/mlir-reducers.md §6), but for every operand
+iree-reduce's one trick, but for every operand
 position, not only the first: on `%y = arith.subf %a, %b` both `%a` and `%b` are
 candidates, and which one keeps the bug is the oracle's call. drop-ops already tries
 the first same-typed operand; this strategy offers the others and multi-result ops.
@@ -19,7 +19,6 @@ from strategies._ir import Rewriter, body_ops
 class ForwardOperands(Strategy):
     name = "forward-operands"
     summary = "replace an op's results by same-typed operands, for every operand position"
-    priority = 40
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
@@ -28,13 +27,11 @@ class ForwardOperands(Strategy):
             if not len(op.results):
                 continue
             operands = list(op.operands)
-            for result_types in [[r.type for r in op.results]]:
-                for k, value in enumerate(operands):
-                    # every result must find a same-typed operand; this one serves the first
-                    if value.type == result_types[0] and all(
-                        any(o.type == t for o in operands) for t in result_types[1:]
-                    ):
-                        edits.append(Edit("forward", path, k))
+            result_types = [r.type for r in op.results]
+            for k, value in enumerate(operands):
+                # every result must find a same-typed operand; this one serves the first
+                if value.type == result_types[0] and all(any(o.type == t for o in operands) for t in result_types[1:]):
+                    edits.append(Edit("forward", path, k))
         return edits
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:

@@ -27,7 +27,9 @@ def _eligible(op: ir.Operation) -> bool:
     if not isinstance(shape, ir.RankedTensorType):
         return False
     rank = shape.rank
-    if any(ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)):
+    if any(
+        ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)
+    ):
         return False
     if any(not isinstance(v.type, ir.RankedTensorType) or list(v.type.shape) != list(shape.shape) for v in op.operands):
         return False
@@ -50,7 +52,6 @@ def _eligible(op: ir.Operation) -> bool:
 class GenericToOps(Strategy):
     name = "generic-to-ops"
     summary = "an elementwise linalg.generic becomes its body's arith/math ops on tensors"
-    priority = 29
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
@@ -88,8 +89,11 @@ def _unfuse(op: ir.Operation) -> list[ir.Value]:
             attributes["value"] = ir.Attribute.parse(f"dense<{literal}> : {t}")
         with body_op.location:
             new = ir.Operation.create(
-                body_op.name, results=[_tensor(r.type, shape) for r in body_op.results],
-                operands=[tensor_of[v] for v in body_op.operands], attributes=attributes, ip=ip,
+                body_op.name,
+                results=[_tensor(r.type, shape) for r in body_op.results],
+                operands=[tensor_of[v] for v in body_op.operands],
+                attributes=attributes,
+                ip=ip,
             )
         for old, value in zip(body_op.results, new.results):
             tensor_of[old] = value

@@ -19,14 +19,17 @@ from strategies._ir import Rewriter, analyse, get_attr, op_at, symbol_name, walk
 #: global op -> (attribute holding its initial value, load ops, store ops)
 GLOBALS = {
     "util.global": ("initial_value", {"util.global.load"}, {"util.global.store"}),
-    "ml_program.global": ("value", {"ml_program.global_load", "ml_program.global_load_const"}, {"ml_program.global_store"}),
+    "ml_program.global": (
+        "value",
+        {"ml_program.global_load", "ml_program.global_load_const"},
+        {"ml_program.global_store"},
+    ),
 }
 
 
 class Globals(Strategy):
     name = "globals"
     summary = "fold a global into its loads (as constants) and drop its stores; drop extra executable variants"
-    priority = 22
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
@@ -69,7 +72,9 @@ class Globals(Strategy):
                     if initial is not None and _typed(initial) == t:
                         with user.location:
                             value = ir.Operation.create(
-                                "arith.constant", results=[t], attributes={"value": initial},
+                                "arith.constant",
+                                results=[t],
+                                attributes={"value": initial},
                                 ip=ir.InsertionPoint(user),
                             ).result
                     rewriter.replace_op(path, [value if value is not None else rewriter.zero(t, user)])
@@ -82,6 +87,6 @@ class Globals(Strategy):
 
 def _typed(attr: ir.Attribute) -> ir.Type | None:
     try:
-        return attr.type  # type: ignore[attr-defined, no-any-return]
+        return attr.type
     except (AttributeError, ValueError, TypeError):
         return None

@@ -25,7 +25,9 @@ def _fillable(op: ir.Operation) -> bool:
         return False
     inits = list(op.operands)[-len(op.results) :]
     return all(
-        isinstance(r.type, ir.RankedTensorType) and i.type == r.type and isinstance(r.type.element_type, (ir.IntegerType, ir.FloatType))
+        isinstance(r.type, ir.RankedTensorType)
+        and i.type == r.type
+        and isinstance(r.type.element_type, (ir.IntegerType, ir.FloatType))
         for r, i in zip(op.results, inits)
     )
 
@@ -33,7 +35,6 @@ def _fillable(op: ir.Operation) -> bool:
 class IreeSimplify(Strategy):
     name = "iree-simplify"
     summary = "linalg op -> linalg.fill of zero into its init; remove util.optimization_barrier"
-    priority = 42
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

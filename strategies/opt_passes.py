@@ -33,7 +33,6 @@ PIPELINES: dict[str, str] = {
 class OptPasses(Strategy):
     name = "opt-passes"
     summary = "run canonicalize, cse, symbol-dce, inline or an IREE cleanup pass, each as one candidate"
-    priority = 15
     moves = True
 
     def opportunities(self, program: Program) -> list[Edit]:

@@ -4,8 +4,8 @@
 loses an iter_arg (its uses inside and after the loop get the initial value);
 `scf.while` and `scf.forall` are skipped; `scf.execute_region` and IREE's
 `flow.dispatch.region` are unwrapped into plain ops; a `linalg.generic` body yields one
-of its block arguments instead of computing. No MLIR reducer does these today
-(research/mlir-reducers.md), yet a bug "deep inside a loop" needs them to surface.
+of its block arguments instead of computing. No MLIR reducer does these today,
+yet a bug "deep inside a loop" needs them to surface.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ def _kinds(op: ir.Operation) -> list[tuple[str, object]]:
 class Regions(Strategy):
     name = "regions"
     summary = "scf.if -> a branch, loops -> once or never, unwrap regions, linalg body -> yield an input"
-    priority = 26
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
@@ -71,7 +70,7 @@ class Regions(Strategy):
         dropped_iter_args: dict[tuple[int, ...], set[int]] = {}
         for e in edits:
             if e.kind == "drop-iter-arg":
-                dropped_iter_args.setdefault(e.path, set()).add(e.arg)  # type: ignore[arg-type]
+                dropped_iter_args.setdefault(e.path, set()).add(e.arg)
         # innermost first: unwrapping an outer op moves the inner ones out of the table's paths
         for e in sorted(edits, key=lambda e: e.path, reverse=True):
             if e.path in done:
@@ -107,7 +106,7 @@ def _simplify(rewriter: Rewriter, op: ir.Operation, e: Edit) -> list[ir.Value] |
     if e.kind == "unwrap":
         return inline_block(op, op.regions[0].blocks[0], [])
     if e.kind == "yield-argument":
-        j, k = e.arg  # type: ignore[misc]
+        j, k = e.arg
         block = op.regions[0].blocks[0]
         term = list(block.operations)[-1].operation
         rewriter.note_feeders([term.operands[j]])

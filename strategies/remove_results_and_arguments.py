@@ -30,7 +30,6 @@ from strategies._ir import (
 class RemoveResultsAndArguments(Strategy):
     name = "remove-results-and-arguments"
     summary = "drop unused function arguments and function results, updating callers"
-    priority = 28
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
@@ -50,7 +49,7 @@ class RemoveResultsAndArguments(Strategy):
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
-        fns = functions(program.memo, program.root)  # type: ignore[arg-type]
+        fns = functions(program.memo, program.root)
         rewriter = Rewriter(root)
         plan: dict[str, tuple[set[int], set[int]]] = {}
         for e in edits:
@@ -92,7 +91,9 @@ def rewrite_signature(
             rewriter.note_feeders(operands[k] for k in drop_results if k < len(operands))
             with term.location:
                 ir.Operation.create(
-                    term.name, operands=_without(operands, drop_results), attributes=attributes_of(term),
+                    term.name,
+                    operands=_without(operands, drop_results),
+                    attributes=attributes_of(term),
                     ip=ir.InsertionPoint(term),
                 )
             rewriter.erase_op(term)

@@ -18,7 +18,6 @@ from strategies._ir import Rewriter, body_ops, cuts_nothing, zero_literal
 class ReplaceWithZero(Strategy):
     name = "replace-with-zero"
     summary = "replace an op's results by zero constants / zero splats, cutting its inputs"
-    priority = 45
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None

@@ -105,7 +105,6 @@ def find_dims(text: str) -> Counter[int]:
 class ShrinkTensors(Strategy):
     name = "shrink-tensors"
     summary = "replace dense literals with splats; shrink static dimension sizes everywhere at once"
-    priority = 20
 
     def opportunities(self, program: Program) -> list[Edit]:
         literals = self._literals(program)

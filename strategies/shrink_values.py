@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from iree.compiler import ir
 
 from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Path, function_type, functions, get_attr, is_function, op_at, op_key, set_function_type, walk_paths
+from strategies._ir import (
+    Path,
+    functions,
+    get_attr,
+    is_function,
+    op_at,
+    op_key,
+    set_function_type,
+    walk_paths,
+)
 
 
 def _static(t: ir.Type) -> list[int] | None:
@@ -38,7 +48,6 @@ def _sizes(d: int) -> list[int]:
 class ShrinkValues(Strategy):
     name = "shrink-values"
     summary = "shrink one constant's or argument's dims, and the elementwise ops that share its shape"
-    priority = 22
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
@@ -48,9 +57,9 @@ class ShrinkValues(Strategy):
             if fns.called(name):
                 continue  # its callers would need arguments of the new shape
             for k, arg in enumerate(op_at(program, fpath).regions[0].blocks[0].arguments):
-                shape = _static(arg.type)
-                for dim, d in enumerate(shape or []):
-                    scored += [(-math.prod(shape), Edit("argument", fpath, (k, dim, s))) for s in _sizes(d)]  # type: ignore[arg-type]
+                arg_shape = _static(arg.type) or []
+                for dim, d in enumerate(arg_shape):
+                    scored += [(-math.prod(arg_shape), Edit("argument", fpath, (k, dim, s))) for s in _sizes(d)]
         for path, op in walk_paths(program.root):
             if op.name != "arith.constant" or len(path) <= 3:
                 continue
@@ -68,9 +77,9 @@ class ShrinkValues(Strategy):
         targets: dict[tuple[Path, int], dict[int, int]] = {}  # (path, argument or -1) -> dim -> size
         for e in edits:
             if e.kind == "argument":
-                k, dim, size = e.arg  # type: ignore[misc]
+                k, dim, size = e.arg
             else:
-                k, (dim, size) = -1, e.arg  # type: ignore[misc]
+                k, (dim, size) = -1, e.arg
             target = targets.setdefault((e.path, k), {})
             target[dim] = min(size, target.get(dim, size))
         shaper = _Shaper(root)
@@ -203,7 +212,9 @@ def _elementwise(op: ir.Operation, shape: list[int], new: list[int]) -> bool:
         if iterators is None or maps is None or "reduction" in str(iterators) or "window" in str(iterators):
             return False
         rank = len(shape)
-        if any(ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)):
+        if any(
+            ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)
+        ):
             return False
     else:
         return False
@@ -259,17 +270,17 @@ def _parse(body: str) -> object:
     return value()
 
 
-def _take(items: object, shape: list[int]) -> object:
+def _take(items: Any, shape: list[int]) -> Any:
     if not shape:
         return items
-    return [_take(x, shape[1:]) for x in items[: shape[0]]]  # type: ignore[index]
+    return [_take(x, shape[1:]) for x in items[: shape[0]]]
 
 
-def _flat(items: object) -> list[str]:
-    return [y for x in items for y in _flat(x)] if isinstance(items, list) else [items]  # type: ignore[misc]
+def _flat(items: Any) -> list[str]:
+    return [y for x in items for y in _flat(x)] if isinstance(items, list) else [items]
 
 
-def _spell(items: object) -> str:
+def _spell(items: Any) -> str:
     return "[" + ", ".join(_spell(x) for x in items) + "]" if isinstance(items, list) else str(items)
 
 
@@ -285,9 +296,9 @@ def _cut(op: ir.Operation, old: list[int], new: list[int], new_type: ir.Type) ->
         data = body[3:-1]
         width = len(data) // math.prod(old)
         slots = [data[i : i + width] for i in range(0, len(data), width)]
-        items: object = slots
+        items: Any = slots
         for d in reversed(old[1:]):
-            items = [items[i : i + d] for i in range(0, len(items), d)]  # type: ignore[index]
+            items = [items[i : i + d] for i in range(0, len(items), d)]
         cut = _take(items, new)
         flat = _flat(cut)
         if len(flat) >= 2 and len(set(flat)) == 1:
@@ -302,10 +313,10 @@ def _cut(op: ir.Operation, old: list[int], new: list[int], new_type: ir.Type) ->
         if len(flat) >= 2 and len(set(flat)) == 1:  # keep it non-splat
             other = next((x for x in _flat(items) if x != flat[0]), None)
             if other is not None:
-                last = cut
-                while isinstance(last[-1], list):  # type: ignore[index]
-                    last = last[-1]  # type: ignore[index]
-                last[-1] = other  # type: ignore[index]
+                last: Any = cut
+                while isinstance(last[-1], list):
+                    last = last[-1]
+                last[-1] = other
         body = _spell(cut)
     try:
         return ir.Attribute.parse(f"dense<{body}> : {new_type}")

@@ -19,7 +19,6 @@ from strategies._ir import Rewriter, analyse
 class SplitFunctions(Strategy):
     name = "split-functions"
     summary = "delete functions and other symbols, or keep one function (and what it needs) alone"
-    priority = 10
 
     def opportunities(self, program: Program) -> list[Edit]:
         info = analyse(program)
@@ -49,9 +48,7 @@ class SplitFunctions(Strategy):
                     work.append(owner)
         root = program.clone()
         doomed_paths = {info.symbols[n] for n in doomed}
-        user_paths = {
-            p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3
-        }
+        user_paths = {p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3}
         rewriter = Rewriter(root, called=set(info.users))
         for target in keep_targets:
             if target not in doomed:  # an entry point must not be private, or compilers drop it

@@ -28,7 +28,6 @@ class TextBalanced(Strategy):
     name = "text-balanced"
     summary = "delete or empty balanced {} / () blocks (fallback for input that does not parse)"
     modes = frozenset({"text"})
-    priority = 20
 
     def opportunities(self, program: Program) -> list[Edit]:
         spans = [s for s in balanced_spans(program.text) if s[1] - s[0] > 1]

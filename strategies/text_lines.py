@@ -1,5 +1,5 @@
 """text-lines: delete lines. The first fallback when the input does not parse as MLIR
-(C-Reduce/C-Vise pass_lines; it takes the easy 80% fast, research/general-reducers.md §9)."""
+(C-Reduce/C-Vise pass_lines; it takes the easy 80% fast)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ class TextLines(Strategy):
     name = "text-lines"
     summary = "delete lines (fallback for input that does not parse)"
     modes = frozenset({"text"})
-    priority = 10
 
     def opportunities(self, program: Program) -> list[Edit]:
         lines = program.text.splitlines(keepends=True)

@@ -14,7 +14,6 @@ class TextTokens(Strategy):
     name = "text-tokens"
     summary = "delete single tokens (fallback for input that does not parse)"
     modes = frozenset({"text"})
-    priority = 30
 
     def opportunities(self, program: Program) -> list[Edit]:
         return [Edit("token", (), (m.start(), m.end())) for m in TOKEN.finditer(program.text)]

@@ -50,14 +50,17 @@ def _no_unit_dims(t: str) -> str:
 class Types(Strategy):
     name = "types"
     summary = "demote element types (f64->f32, i64->i32, f32->f16), make shapes static, drop unit dims"
-    priority = 50
 
     def opportunities(self, program: Program) -> list[Edit]:
         text = program.text
         edits = [Edit("demote", (), pair) for pair in DEMOTIONS if _token(pair[0]).search(text)]
         types = _shaped_types(text)
         edits += [Edit("static", (), t) for t in types if "?" in t]
-        edits += [Edit("unit-dims", (), t) for t in types if "1" in t.split("<", 1)[1].split("x")[:-1] and not t.startswith("memref")]
+        edits += [
+            Edit("unit-dims", (), t)
+            for t in types
+            if "1" in t.split("<", 1)[1].split("x")[:-1] and not t.startswith("memref")
+        ]
         return edits
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> str | None:

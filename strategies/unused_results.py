@@ -41,15 +41,11 @@ def _droppable(op: ir.Operation) -> list[int]:
 class UnusedResults(Strategy):
     name = "unused-results"
     summary = "drop unused results of linalg.generic / scf.for / scf.while with the values their bodies yield"
-    priority = 27
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
         return [
-            Edit("result", path, k)
-            for path, op in walk_paths(program.root)
-            if len(path) > 3
-            for k in _droppable(op)
+            Edit("result", path, k) for path, op in walk_paths(program.root) if len(path) > 3 for k in _droppable(op)
         ]
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
@@ -57,7 +53,7 @@ class UnusedResults(Strategy):
         rewriter = Rewriter(root)
         plan: dict[Path, set[int]] = {}
         for e in edits:
-            plan.setdefault(e.path, set()).add(e.arg)  # type: ignore[arg-type]
+            plan.setdefault(e.path, set()).add(e.arg)
         for path in sorted(plan, reverse=True):  # inner ops first: swapping an outer one keeps inner paths
             op = rewriter.op(path)
             if op is None:
@@ -119,8 +115,11 @@ def _drop_generic_outputs(rewriter: Rewriter, path: Path, op: ir.Operation, drop
     attributes["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([n_in, n_out - len(drop)])
     with op.location:
         new = ir.Operation.create(
-            op.name, results=_keep([r.type for r in op.results], drop),
-            operands=operands[:n_in] + _keep(operands[n_in:], drop), attributes=attributes, regions=1,
+            op.name,
+            results=_keep([r.type for r in op.results], drop),
+            operands=operands[:n_in] + _keep(operands[n_in:], drop),
+            attributes=attributes,
+            regions=1,
             ip=ir.InsertionPoint(op),
         )
     _move_body(rewriter, path, op, new, drop)
@@ -133,7 +132,11 @@ def _drop_while_results(rewriter: Rewriter, path: Path, op: ir.Operation, drop: 
         after.erase_argument(k)
     with op.location:
         new = ir.Operation.create(
-            op.name, results=_keep([r.type for r in op.results], drop), operands=list(op.operands),
-            attributes=attributes_of(op), regions=2, ip=ir.InsertionPoint(op),
+            op.name,
+            results=_keep([r.type for r in op.results], drop),
+            operands=list(op.operands),
+            attributes=attributes_of(op),
+            regions=2,
+            ip=ir.InsertionPoint(op),
         )
     _move_body(rewriter, path, op, new, drop)

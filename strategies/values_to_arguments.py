@@ -19,7 +19,6 @@ from strategies._ir import Rewriter, body_ops, cuts_nothing, functions
 class ValuesToArguments(Strategy):
     name = "values-to-arguments"
     summary = "make an op's results new function arguments, cutting what computed them"
-    priority = 35
 
     def opportunities(self, program: Program) -> list[Edit]:
         assert program.root is not None
@@ -37,7 +36,7 @@ class ValuesToArguments(Strategy):
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
-        rewriter = Rewriter(root, called=set())
+        rewriter = Rewriter(root)  # opportunities are in uncalled functions; the check agrees
         done = False
         for path in sorted(e.path for e in edits):
             op = rewriter.op(path)

@@ -19,6 +19,7 @@ from strategies._ir import (
     Path,
     Rewriter,
     attributes_of,
+    function_type,
     functions,
     get_attr,
     has_uses,
@@ -26,7 +27,6 @@ from strategies._ir import (
     op_at,
     op_key,
     set_function_type,
-    function_type,
     walk_paths,
 )
 
@@ -34,7 +34,6 @@ from strategies._ir import (
 class ValuesToReturn(Strategy):
     name = "values-to-return"
     summary = "return an intermediate value (or an argument) from its function, dropping everything after it"
-    priority = 32
 
     def opportunities(self, program: Program) -> list[Edit]:
         return list(_ranked(program))
@@ -159,10 +158,10 @@ def _truncate(rewriter: Rewriter, func: ir.Operation, e: Edit) -> ir.Type:
     ops = [o.operation for o in block.operations]
     term = ops[-1]
     if e.kind == "argument":
-        value, after = block.arguments[e.arg], ops  # type: ignore[index]
+        value, after = block.arguments[e.arg], ops
     else:
         op = rewriter.table[e.path]
-        value = op.results[e.arg]  # type: ignore[index]
+        value = op.results[e.arg]
         after = ops[next(i for i, o in enumerate(ops) if op_key(o) == op_key(op)) + 1 :]
     name = term.name
     for op in after:
@@ -188,7 +187,10 @@ def _adapt_call(rewriter: Rewriter, path: Path, t: ir.Type) -> None:
         return  # erased with what followed a returned value
     with call.location:
         new = ir.Operation.create(
-            call.name, results=[t], operands=list(call.operands), attributes=attributes_of(call),
+            call.name,
+            results=[t],
+            operands=list(call.operands),
+            attributes=attributes_of(call),
             ip=ir.InsertionPoint(call),
         )
     rewriter.replace_op(path, [new.result if r.type == t else None for r in call.results])

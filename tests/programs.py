@@ -30,7 +30,9 @@ def mlp(layers: int = 24, width: int = 16, batch: int = 4, bad_layer: int | None
     for i in range(layers):
         out.append(f"func.func private @layer{i}(%x: {t}) -> {t} {{")
         out.append(f"  %wflat = arith.constant {_weights(rng, width, width)}")
-        out.append(f"  %w = tensor.expand_shape %wflat [[0, 1]] output_shape [{width}, {width}] : tensor<{width * width}xf32> into tensor<{width}x{width}xf32>")
+        out.append(
+            f"  %w = tensor.expand_shape %wflat [[0, 1]] output_shape [{width}, {width}] : tensor<{width * width}xf32> into tensor<{width}x{width}xf32>"
+        )
         out.append(f"  %b = arith.constant dense<{rng.uniform(-0.1, 0.1):.3f}> : {t}")
         out.append("  %zero = arith.constant 0.0 : f32")
         out.append(f"  %empty = tensor.empty() : {t}")

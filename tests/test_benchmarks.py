@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,20 @@ def _ops(text: str) -> int:
 def test_transformer_is_large_valid_and_carries_its_bug(bug: str) -> None:
     text = models.transformer(bug=bug)
     assert 1000 <= _ops(text) <= 10000
-    marker = {"f6": "f6E2M3FN", "tf32": "xtf32>", "i4dyn": "tensor<?xi4>", "i4odd": "tensor<7xi4>", "powf": "math.powf",
-              "f6fused": "f6E2M3FN", "fptosi": "arith.fptosi"}[bug]
+    marker = {
+        "f6": "f6E2M3FN",
+        "tf32": "xtf32>",
+        "i4dyn": "tensor<?xi4>",
+        "i4odd": "tensor<7xi4>",
+        "powf": "math.powf",
+        "f6fused": "f6E2M3FN",
+        "fptosi": "arith.fptosi",
+    }[bug]
     assert marker in text
     assert "dense<[" in text and "call @softmax" in text and "call @layer" in text
 
 
+@pytest.mark.e2e
 @needs_iree
 @pytest.mark.parametrize("case", [c for c in cases.CASES if c.hand], ids=lambda c: c.name)
 def test_a_hand_reduced_case_and_its_original_both_show_the_bug(case: cases.Case, tmp_path: Path) -> None:
@@ -97,9 +106,13 @@ def test_runner_records_a_real_reduction(tmp_path: Path) -> None:
 
 
 def test_runner_caps_a_tool_and_keeps_the_input_when_it_writes_nothing(tmp_path: Path) -> None:
-    case = cases.Case("slow", "t", lambda: "", 'sleep 30; true')
-    tool = run.Tool("sleeper", lambda w, c: [str(c), "input.mlir"], "never.mlir")
+    case = cases.Case("slow", "t", lambda: "", "true")
+    tool = run.Tool("sleeper", lambda w, c: ["sleep", "30"], "never.mlir")
+    start = time.monotonic()
     rec = run.run_one(case, tool, "func.func @f() {\n  return\n}\n", cap=1, outputs=tmp_path)
+    # Measured around the call: rec.seconds is clamped to the cap, so it cannot show a
+    # tool that ran on (this one sleeps 30 s).
+    assert time.monotonic() - start < 15
     assert rec.capped and rec.seconds <= 1.0 and rec.note == "no output written"
 
 
@@ -146,16 +159,26 @@ def test_numeric_check_makes_inputs_of_the_right_shape(tmp_path: Path) -> None:
 
 def test_summary_compares_against_peers_that_ran_and_still_fail(capsys: pytest.CaptureFixture[str]) -> None:
     def row(tool: str, ops: int | None, calls: int, still: bool = True, capped: bool = False) -> dict:
-        return {"case": "chain-unary", "tool": tool, "ops": ops, "seconds": 10.0, "calls": calls,
-                "still_interesting": still, "capped": capped, "engine_seconds": 0.1}
+        return {
+            "case": "chain-unary",
+            "tool": tool,
+            "ops": ops,
+            "seconds": 10.0,
+            "calls": calls,
+            "still_interesting": still,
+            "capped": capped,
+            "engine_seconds": 0.1,
+        }
 
-    run.summary([
-        row("ireereduce -j2", 1, 20),
-        row("iree-reduce", 1, 35),
-        row("mlir-reduce", 0, 0),  # never ran a check: not a result
-        row("cvise", 0, 5, still=False),  # its output no longer fails: not a result
-        row("picire", 200, 3, capped=True),  # ran, removed nothing: not the fewest-calls peer
-    ])
+    run.summary(
+        [
+            row("ireereduce -j2", 1, 20),
+            row("iree-reduce", 1, 35),
+            row("mlir-reduce", 0, 0),  # never ran a check: not a result
+            row("cvise", 0, 5, still=False),  # its output no longer fails: not a result
+            row("picire", 200, 3, capped=True),  # ran, removed nothing: not the fewest-calls peer
+        ]
+    )
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| chain-unary"))
     assert "| 1 / 10 s / 20 |" in line and "1.0%" in line
     assert line.count("iree-reduce: 1 / 10 s / 35") == 2  # smallest and fewest calls

@@ -53,7 +53,10 @@ def test_reduces_and_never_touches_the_input(case: Path):
 
 
 def test_check_sees_basename_in_cwd_and_path_as_first_argument(case: Path):
-    make_script(case / "check.sh", '[ "$(basename "$1")" = input.mlir ] && [ -f ./input.mlir ] && [ "$(dirname "$1")" = "$(pwd)" ] && grep -q math.exp ./input.mlir')
+    make_script(
+        case / "check.sh",
+        '[ "$(basename "$1")" = input.mlir ] && [ -f ./input.mlir ] && [ "$(dirname "$1")" = "$(pwd)" ] && grep -q math.exp ./input.mlir',
+    )
     proc = run_cli("input.mlir", "--check", "check.sh", cwd=case)
     assert proc.returncode == 0, proc.stderr
 
@@ -118,7 +121,7 @@ def test_unparsable_input_falls_back_to_text(case: Path):
 def test_timed_out_candidates_are_killed_with_their_children(tmp_path: Path):
     pidfile = tmp_path / "pids"
     script = make_script(
-        tmp_path / "check.sh", f'(sleep 300 & echo $! >> {pidfile}; wait) & echo $! >> {pidfile}; sleep 300'
+        tmp_path / "check.sh", f"(sleep 300 & echo $! >> {pidfile}; wait) & echo $! >> {pidfile}; sleep 300"
     )
     oracle = Oracle(str(script), "input.mlir", timeout=0.5)
     verdict = oracle.run(b"x")
@@ -147,14 +150,19 @@ def _ignore_sigint() -> None:
     "sig,inherit_ignored", [(2, False), (2, True), (15, False)], ids=["SIGINT", "SIGINT-after-ignored", "SIGTERM"]
 )
 def test_interrupt_keeps_the_best_so_far(case: Path, sig: int, inherit_ignored: bool):
-    big = "func.func @f(%a: f32) -> f32 {\n" + "".join(
-        f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i-1}'} : f32\n" for i in range(60)
-    ) + "  %e = math.exp %v59 : f32\n  return %e : f32\n}\n"
+    big = (
+        "func.func @f(%a: f32) -> f32 {\n"
+        + "".join(f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i - 1}'} : f32\n" for i in range(60))
+        + "  %e = math.exp %v59 : f32\n  return %e : f32\n}\n"
+    )
     (case / "input.mlir").write_text(big)
     make_script(case / "check.sh", 'sleep 0.3; grep -q math.exp "$1"')
     proc = subprocess.Popen(
         [sys.executable, "-m", "reducer.cli", "input.mlir", "--check", "check.sh", "-j", "2"],
-        cwd=case, stderr=subprocess.PIPE, text=True, preexec_fn=_ignore_sigint if inherit_ignored else None,
+        cwd=case,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignore_sigint if inherit_ignored else None,
     )
     out = case / "input.reduced.mlir"
     deadline = time.monotonic() + 60
@@ -189,12 +197,31 @@ def _alive(pid: int) -> bool:
         (["--compile", "sh -c 'exit 1' {input}", "--mismatch"], session.EXIT_USAGE, "--mismatch needs --against"),
         (["--compile", "sh -c 'exit 1' {input}", "--slower-than-factor", "2"], session.EXIT_USAGE, "needs --against"),
         (["--compile", "true {input}"], session.EXIT_NOT_INTERESTING, "the command succeeds on it"),
-        (["--compile", "sh -c 'echo error: other >&2; exit 1' {input}", "--expect-error", "the bug"], session.EXIT_NOT_INTERESTING, "--expect-error"),
+        (
+            ["--compile", "sh -c 'echo error: other >&2; exit 1' {input}", "--expect-error", "the bug"],
+            session.EXIT_NOT_INTERESTING,
+            "--expect-error",
+        ),
         (["--compile", "sh -c 'exit 1' {input}", "--expect-crash"], session.EXIT_NOT_INTERESTING, "does not crash"),
-        (["--compile", "sh -c 'exit 1' {input}", "--isolate-dispatch"], session.EXIT_USAGE, "need an iree-compile command"),
+        (
+            ["--compile", "sh -c 'exit 1' {input}", "--isolate-dispatch"],
+            session.EXIT_USAGE,
+            "need an iree-compile command",
+        ),
     ],
-    ids=["no-oracle", "two-oracles", "no-input", "missing-compiler", "crash-with-check", "mismatch-alone",
-         "factor-alone", "compiles-fine", "other-error", "no-crash", "isolate-not-iree"],
+    ids=[
+        "no-oracle",
+        "two-oracles",
+        "no-input",
+        "missing-compiler",
+        "crash-with-check",
+        "mismatch-alone",
+        "factor-alone",
+        "compiles-fine",
+        "other-error",
+        "no-crash",
+        "isolate-not-iree",
+    ],
 )
 def test_built_in_oracle_mistakes_get_one_line_and_a_code(case: Path, args: list[str], code: int, words: str):
     make_script(case / "check.sh", "exit 0")
@@ -206,8 +233,14 @@ def test_built_in_oracle_mistakes_get_one_line_and_a_code(case: Path, args: list
 def test_a_compile_command_is_an_oracle_and_its_flags_are_reduced(case: Path):
     """A stand-in compiler: fails on math.exp, whatever its flags; the report names what was dropped."""
     proc = run_cli(
-        "input.mlir", "--compile", "sh -c 'grep -q math.exp \"$0\" && echo \"$0:2:3: error: exp\" >&2 && exit 1; exit 0' {input} --some-flag",
-        "--report-json", "r.json", "-j", "2", cwd=case,
+        "input.mlir",
+        "--compile",
+        'sh -c \'grep -q math.exp "$0" && echo "$0:2:3: error: exp" >&2 && exit 1; exit 0\' {input} --some-flag',
+        "--report-json",
+        "r.json",
+        "-j",
+        "2",
+        cwd=case,
     )
     assert proc.returncode == 0, proc.stderr
     out = (case / "input.reduced.mlir").read_text()

@@ -50,7 +50,9 @@ def test_an_unreachable_scheduler_is_one_line_and_a_documented_exit_code(tmp_pat
     make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
     proc = subprocess.run(
         CLI + [str(src), "-c", str(tmp_path / "check.sh"), "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == EXIT_EXECUTOR
     lines = proc.stderr.strip().splitlines()
@@ -62,8 +64,12 @@ def test_scheduler_and_resources_need_the_dask_executor(tmp_path: Path):
     src = tmp_path / "in.mlir"
     src.write_text(chain(10, keep=3))
     make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
-    proc = subprocess.run(CLI + [str(src), "-c", str(tmp_path / "check.sh"), "--resources", "GPU=1"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        CLI + [str(src), "-c", str(tmp_path / "check.sh"), "--resources", "GPU=1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "go with --executor dask" in proc.stderr
 
 
@@ -78,20 +84,53 @@ class Cluster:
         env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="3")
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         self.env = env
-        self.procs = [subprocess.Popen(DASK + ["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                               "--scheduler-file", str(self.file)],
-                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       start_new_session=True)]
+        self.procs = [
+            subprocess.Popen(
+                DASK
+                + [
+                    "scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--no-dashboard",
+                    "--scheduler-file",
+                    str(self.file),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        ]
         deadline = time.monotonic() + 60
         while not self.file.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         self.address = json.loads(self.file.read_text())["address"]
         for i in range(workers):
             extra = ["--resources", "GPU=1"] if gpu_worker and i == 0 else []
-            self.procs.append(subprocess.Popen(
-                DASK + ["worker", "--scheduler-file", str(self.file), "--nworkers", "1", "--nthreads", "1",
-                        "--host", "127.0.0.1", "--no-dashboard", *extra],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(
+                    DASK
+                    + [
+                        "worker",
+                        "--scheduler-file",
+                        str(self.file),
+                        "--nworkers",
+                        "1",
+                        "--nthreads",
+                        "1",
+                        "--host",
+                        "127.0.0.1",
+                        "--no-dashboard",
+                        *extra,
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         from distributed import Client
 
         with Client(self.address, timeout="30s") as client:
@@ -164,8 +203,9 @@ def test_resources_send_every_check_to_a_worker_that_has_them(tmp_path: Path):
     try:
         ppids = tmp_path / "ppids"
         check = f'echo $PPID >> {ppids}\ngrep -q math.exp "$1"'
-        out, result = reduce(tmp_path, chain(30, keep=9), check, "gpu", executor="dask", scheduler=c.address,
-                             resources={"GPU": 1.0})
+        out, result = reduce(
+            tmp_path, chain(30, keep=9), check, "gpu", executor="dask", scheduler=c.address, resources={"GPU": 1.0}
+        )
         assert result.stats.workers == 1  # one worker has a GPU, so one check at a time
         assert len(set(ppids.read_text().split()) - {str(os.getpid())}) == 1
         assert "math.exp" in out

@@ -37,8 +37,17 @@ def test_a_compile_failure_is_reduced_without_slipping_to_the_second_bug(tmp_pat
     original = compile_signature(src)
     assert original.first_error == TRUNCF and any("vector.maskedload" in e for e in original.errors)
     out, report, report_json = tmp_path / "out.mlir", tmp_path / "report.md", tmp_path / "report.json"
-    result = reduce_file(Settings(str(src), compile=CMD, output=str(out), jobs=2, for_upstream=True,
-                                  report=str(report), report_json=str(report_json)))
+    result = reduce_file(
+        Settings(
+            str(src),
+            compile=CMD,
+            output=str(out),
+            jobs=2,
+            for_upstream=True,
+            report=str(report),
+            report_json=str(report_json),
+        )
+    )
     text = out.read_text()
     assert result.findings.phase == "executable-targets"  # checks stopped after codegen
     assert result.stats.outcomes["different bug"] > 0  # candidates that only kept the i4 bug were refused
@@ -55,7 +64,14 @@ def test_a_compile_failure_is_reduced_without_slipping_to_the_second_bug(tmp_pat
     assert reporting_json["signature"]["errors"][0] == TRUNCF
     assert "@f0" in reporting_json["program"] and "layer" not in reporting_json["program"]  # --for-upstream
     md = reporting.to_markdown(data)
-    for part in ("## Reproducer", "## Command", "## Output", " out.mlir -o /dev/null", TRUNCF.split(" that")[0], "3.13"):
+    for part in (
+        "## Reproducer",
+        "## Command",
+        "## Output",
+        " out.mlir -o /dev/null",
+        TRUNCF.split(" that")[0],
+        "3.13",
+    ):
         assert part in md
 
 
@@ -88,10 +104,14 @@ def test_dispatch_isolation_reduces_the_failing_executable_alone(tmp_path: Path)
     assert found is not None
     assert found.executables > 5 and len(found.failing) == 1 and found.name == found.failing[0]
     assert result.findings.workflow_checks == found.executables + 1  # counted with the engine's checks
-    assert result.input_size is not None and result.input_size.ops > 100 > result.stats.original.ops  # report: before vs start
+    assert (
+        result.input_size is not None and result.input_size.ops > 100 > result.stats.original.ops
+    )  # report: before vs start
     text = out.read_text()
     assert len(re.findall(r"^\s*hal\.executable (?:public |private )?@", text, re.M)) == 1 and "f6E2M3FN" in text
-    proc = subprocess.run(f"{COMPILE} --compile-mode=hal-executable {out} -o /dev/null", shell=True, capture_output=True, text=True)
+    proc = subprocess.run(
+        f"{COMPILE} --compile-mode=hal-executable {out} -o /dev/null", shell=True, capture_output=True, text=True
+    )
     assert signature.of(proc.returncode, proc.stderr).first_error == TRUNCF
 
 
@@ -104,7 +124,9 @@ def test_reduction_can_start_from_the_ir_of_the_phase_before(tmp_path: Path):
     assert result.findings.started_from == "executable-configurations"
     proc = subprocess.run(
         f"{COMPILE} --compile-from=executable-configurations --compile-to=executable-targets {out} -o /dev/null",
-        shell=True, capture_output=True, text=True,
+        shell=True,
+        capture_output=True,
+        text=True,
     )
     assert signature.of(proc.returncode, proc.stderr).first_error == TRUNCF
     assert "hal.executable" in out.read_text()
@@ -116,8 +138,12 @@ def test_a_numeric_mismatch_between_backends_is_reduced(tmp_path: Path):
     out = tmp_path / "out.mlir"
     backend = COMPILE.split("llvm-cpu")[0]
     settings = Settings(
-        str(src), compile=f"{COMPILE} {{input}} -o {{output}}", against=f"{backend}vmvx {{input}} -o {{output}}",
-        mismatch=True, output=str(out), jobs=2,
+        str(src),
+        compile=f"{COMPILE} {{input}} -o {{output}}",
+        against=f"{backend}vmvx {{input}} -o {{output}}",
+        mismatch=True,
+        output=str(out),
+        jobs=2,
     )
     result = reduce_file(settings)
     text = out.read_text()
@@ -147,7 +173,9 @@ def test_a_mismatch_that_differs_another_way_is_a_different_bug(tmp_path: Path):
     backend = COMPILE.split("llvm-cpu")[0]
     oracle = MismatchOracle(
         parse_command(f"{COMPILE} {{input}} -o {{output}}", needs_output=True),
-        parse_command(f"{backend}vmvx {{input}} -o {{output}}", needs_output=True), "in.mlir", 60.0,
+        parse_command(f"{backend}vmvx {{input}} -o {{output}}", needs_output=True),
+        "in.mlir",
+        60.0,
     )
     original = oracle.run(SLIP.format(powf=POWF).encode())
     assert original.interesting and original.signature.first_error == "NaN on a only"
@@ -179,9 +207,17 @@ def test_a_compile_time_regression_is_reduced_to_what_makes_it_slow(tmp_path: Pa
     assert ratio > 2.2, f"const-eval makes compiling only {ratio:.2f}x slower here"
     factor = (1.6 + ratio) / 2
     out = tmp_path / "out.mlir"
-    result = reduce_file(Settings(
-        str(src), compile=slow_cmd, against=fast_cmd, slower_than_factor=factor, output=str(out), jobs=1, move_budget=0,
-    ))
+    result = reduce_file(
+        Settings(
+            str(src),
+            compile=slow_cmd,
+            against=fast_cmd,
+            slower_than_factor=factor,
+            output=str(out),
+            jobs=1,
+            move_budget=0,
+        )
+    )
     text = out.read_text()
     assert "linalg.matmul" in text and "math.exp" not in text
     dims = [int(d) for d in re.findall(r"tensor<(\d+)x", text)]

@@ -18,8 +18,12 @@ pytestmark = [pytest.mark.e2e, needs_iree]
 
 
 def test_bot_reduces_the_shipped_example_and_writes_the_report(tmp_path: Path):
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "bot.py"), "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "bot.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert events[0]["event"] == "start" and events[-1]["event"] == "reduced"

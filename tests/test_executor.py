@@ -64,7 +64,7 @@ def test_a_candidate_that_kills_its_worker_twice_is_not_interesting(tmp_path: Pa
 
 def test_cancel_kills_the_running_check_and_frees_its_worker(tmp_path: Path):
     pids = tmp_path / "pids"
-    body = f'sleep 60 & echo $! >> {pids}\nwait'
+    body = f"sleep 60 & echo $! >> {pids}\nwait"
     with executor(tmp_path, body, workers=1) as ex:
         slow = ex.submit(b"slow")
         assert wait_for(lambda: pids.exists() and pids.read_text().strip())
@@ -91,7 +91,7 @@ def test_a_queued_check_that_is_cancelled_never_starts(tmp_path: Path):
 
 def test_abort_leaves_no_worker_and_no_check_behind(tmp_path: Path):
     pids = tmp_path / "pids"
-    ex = executor(tmp_path, f'echo $$ >> {pids}; sleep 60', workers=2)
+    ex = executor(tmp_path, f"echo $$ >> {pids}; sleep 60", workers=2)
     workers = [w.process.pid for w in ex._pool]
     for _ in range(3):
         ex.submit(b"x")
@@ -106,7 +106,7 @@ def test_abort_leaves_no_worker_and_no_check_behind(tmp_path: Path):
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_worker_killed_from_outside_is_replaced(tmp_path: Path, sig: int):
     started = tmp_path / "started"
-    with executor(tmp_path, f'echo $PPID >> {started}; sleep 1; exit 0', workers=1) as ex:
+    with executor(tmp_path, f"echo $PPID >> {started}; sleep 1; exit 0", workers=1) as ex:
         future = ex.submit(b"x")
         assert wait_for(lambda: started.exists() and started.read_text().strip())
         os.kill(int(started.read_text().split()[0]), sig)

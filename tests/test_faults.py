@@ -29,9 +29,11 @@ SMALL = """func.func @f(%a: f32) -> f32 {
 """
 
 #: A chain long enough that a run makes many improvements.
-BIG = "func.func @f(%a: f32) -> f32 {\n" + "".join(
-    f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i-1}'} : f32\n" for i in range(40)
-) + "  %e = math.exp %v39 : f32\n  return %e : f32\n}\n"
+BIG = (
+    "func.func @f(%a: f32) -> f32 {\n"
+    + "".join(f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i - 1}'} : f32\n" for i in range(40))
+    + "  %e = math.exp %v39 : f32\n  return %e : f32\n}\n"
+)
 
 #: What a smaller earlier result of `grep -q math.exp` looks like.
 EARLIER = "func.func @f(%a: f32) -> f32 {\n  %e = math.exp %a : f32\n  return %e : f32\n}\n"
@@ -49,13 +51,21 @@ def env(case: Path) -> dict[str, str]:
 
 
 def cli(case: Path, *args: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "reducer.cli", *args], cwd=case, capture_output=True, text=True,
-                          timeout=120, env=env(case), **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "reducer.cli", *args],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env(case),
+        **kw,
+    )
 
 
 def start(case: Path, *args: str, **kw) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "reducer.cli", *args], cwd=case, stderr=subprocess.PIPE,
-                            text=True, env=env(case), **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "reducer.cli", *args], cwd=case, stderr=subprocess.PIPE, text=True, env=env(case), **kw
+    )
 
 
 def error_line(stderr: str) -> str:
@@ -111,7 +121,16 @@ def wait_for(predicate, seconds: float = 60) -> None:
         (["-o", "out.mlir", "--report", "out.mlir"], "-o and --report both name out.mlir"),
         (["--stats-json", "s.json", "--log-file", "s.json"], "--stats-json and --log-file both name s.json"),
     ],
-    ids=["stats-json", "report", "report-json", "log-file", "output-check", "output-shipped", "output-report", "stats-log"],
+    ids=[
+        "stats-json",
+        "report",
+        "report-json",
+        "log-file",
+        "output-check",
+        "output-shipped",
+        "output-report",
+        "stats-log",
+    ],
 )
 def test_paths_that_name_the_users_files_are_refused(case: Path, args: list[str], words: str):
     check = make_script(case / "check.sh", f'grep -q math.exp "$1" && grep -q yes {case / "expected.txt"}')
@@ -219,8 +238,10 @@ def test_the_original_checked_twice_notices_a_flaky_check(case: Path):
 def test_sigterm_mid_check_leaves_no_temp_dir_or_process(case: Path):
     (case / "input.mlir").write_text(BIG)
     pids = case / "pids"
-    make_script(case / "check.sh", f'[ -e {case}/go ] && {{ setsid sleep 300 & echo $! >> {pids}; sleep 30; }}; '
-                                   'grep -q math.exp "$1"')
+    make_script(
+        case / "check.sh",
+        f'[ -e {case}/go ] && {{ setsid sleep 300 & echo $! >> {pids}; sleep 30; }}; grep -q math.exp "$1"',
+    )
     proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", "--strategies", "drop-ops")
     wait_for(lambda: (case / "input.reduced.mlir").exists())  # the workers are checking
     (case / "go").touch()
@@ -251,7 +272,9 @@ def test_setsid_children_of_a_finished_check_are_killed(case: Path):
 
 def test_a_worker_killed_mid_check_leaves_no_temp_dir(case: Path):
     (case / "input.mlir").write_text(BIG)
-    make_script(case / "check.sh", f'[ -e {case}/go ] && {{ echo $PPID > {case}/worker; sleep 30; }}; grep -q math.exp "$1"')
+    make_script(
+        case / "check.sh", f'[ -e {case}/go ] && {{ echo $PPID > {case}/worker; sleep 30; }}; grep -q math.exp "$1"'
+    )
     proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2")
     wait_for(lambda: (case / "input.reduced.mlir").exists())  # the engine's workers are checking
     (case / "go").touch()
@@ -344,16 +367,23 @@ def test_a_write_error_names_the_users_path_not_the_temp_file(tmp_path: Path, mo
     with pytest.raises(session.UserError) as err:
         session.save(str(tmp_path / "out.mlir"), b"x", "the output", "the best so far is elsewhere")
     assert err.value.code == session.EXIT_CANNOT_WRITE
-    assert str(err.value) == f"cannot write the output {tmp_path / 'out.mlir'}: No space left on device; the best so far is elsewhere"
+    assert (
+        str(err.value)
+        == f"cannot write the output {tmp_path / 'out.mlir'}: No space left on device; the best so far is elsewhere"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("how, words", [("rm -f", "was deleted during the run"), ("chmod -x", "is no longer executable")])
+@pytest.mark.parametrize(
+    "how, words", [("rm -f", "was deleted during the run"), ("chmod -x", "is no longer executable")]
+)
 def test_a_check_that_disappears_mid_run(case: Path, how: str, words: str):
     (case / "input.mlir").write_text(BIG)
     count = case / "count"
-    make_script(case / "check.sh", f'echo x >> {count}; [ $(wc -l < {count}) -ge 6 ] && {how} {case}/check.sh; '
-                                   'grep -q math.exp "$1"')
+    make_script(
+        case / "check.sh",
+        f'echo x >> {count}; [ $(wc -l < {count}) -ge 6 ] && {how} {case}/check.sh; grep -q math.exp "$1"',
+    )
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
     assert proc.returncode == session.EXIT_BAD_CHECK, proc.stderr
     line = error_line(proc.stderr)
@@ -365,12 +395,22 @@ def test_a_check_that_disappears_mid_run(case: Path, how: str, words: str):
 
 def test_a_closed_stderr_still_reduces_and_exits_right(case: Path):
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
-    ok = subprocess.run(f"exec {sys.executable} -m reducer.cli input.mlir --check check.sh -j 1 2>&-", shell=True,
-                        cwd=case, env=env(case), timeout=120)
+    ok = subprocess.run(
+        f"exec {sys.executable} -m reducer.cli input.mlir --check check.sh -j 1 2>&-",
+        shell=True,
+        cwd=case,
+        env=env(case),
+        timeout=120,
+    )
     assert ok.returncode == 0
     assert "negf" not in (case / "input.reduced.mlir").read_text()
-    bad = subprocess.run(f"exec {sys.executable} -m reducer.cli nope.mlir --check check.sh 2>&-", shell=True,
-                         cwd=case, env=env(case), timeout=120)
+    bad = subprocess.run(
+        f"exec {sys.executable} -m reducer.cli nope.mlir --check check.sh 2>&-",
+        shell=True,
+        cwd=case,
+        env=env(case),
+        timeout=120,
+    )
     assert bad.returncode == session.EXIT_BAD_INPUT
     assert (case / "input.mlir").read_text() == SMALL
     assert_clean(case)
@@ -390,8 +430,19 @@ def test_timeout_must_be_finite_and_positive(case: Path, value: str):
 # -- 9. modes ------------------------------------------------------------------------------
 def test_output_files_respect_the_umask(case: Path):
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
-    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--stats-json", "s.json", "--report", "r.md",
-               preexec_fn=lambda: os.umask(0o022))
+    proc = cli(
+        case,
+        "input.mlir",
+        "--check",
+        "check.sh",
+        "-j",
+        "1",
+        "--stats-json",
+        "s.json",
+        "--report",
+        "r.md",
+        preexec_fn=lambda: os.umask(0o022),
+    )
     assert proc.returncode == 0, proc.stderr
     for name in ("input.reduced.mlir", "s.json", "r.md"):
         assert (case / name).stat().st_mode & 0o777 == 0o644, name
@@ -403,8 +454,10 @@ def test_output_files_respect_the_umask(case: Path):
 def test_a_check_that_writes_the_users_files_is_stopped(case: Path, target: str):
     (case / "input.mlir").write_text(BIG)
     count = case / "count"
-    make_script(case / "check.sh", f'echo x >> {count}; [ $(wc -l < {count}) -ge 7 ] && cp "$1" {case}/{target}; '
-                                   'grep -q math.exp "$1"')
+    make_script(
+        case / "check.sh",
+        f'echo x >> {count}; [ $(wc -l < {count}) -ge 7 ] && cp "$1" {case}/{target}; grep -q math.exp "$1"',
+    )
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--strategies", "drop-ops")
     assert proc.returncode == session.EXIT_CHECK_CHANGED_FILES, proc.stderr
     line = error_line(proc.stderr)

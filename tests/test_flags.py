@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import ClassVar
+
+import attrs
 
 from reducer.executor import LocalExecutor
 from reducer.flags import _pipeline_variants, reduce_flags
+from reducer.oracle import Oracle, Verdict
 from reducer.oracles import CompileOracle, MismatchOracle, parse_command
+from reducer.oracles.command import Command
 
 #: Fails (the bug) only with --target=x and the 'bad' pass in the pipeline.
-FAKE = r'''
+FAKE = r"""
 import sys
 args = sys.argv[2:]
 pipeline = next((a for a in args if a.startswith("--pass-pipeline=")), "")
 if "--target=x" in args and "bad" in pipeline:
     sys.stderr.write("in.mlir:1:1: error: the bug\n")
     sys.exit(1)
-'''
+"""
 
 
 def test_only_the_flags_and_passes_the_failure_needs_stay(tmp_path: Path):
@@ -52,5 +57,30 @@ def test_pipeline_variants_drop_one_pass_never_an_anchor_or_an_option():
     ]
 
 
+@attrs.frozen
+class _TwoCommands(Oracle):
+    """Interesting while the first command keeps --a and the second keeps --b, as a
+    mismatch needs something of each configuration; no tool runs."""
+
+    commands: ClassVar[tuple[str, ...]] = ("compile", "against")
+    compile: Command
+    against: Command
+    timeout: float | None = None
+
+    def run(self, data: bytes, cancel=None) -> Verdict:
+        return Verdict("--a" in self.compile.argv and "--b" in self.against.argv, 0)
+
+    def reproducer(self, name: str) -> str:
+        return ""
+
+
 def test_both_configurations_of_a_mismatch_are_reduced():
-    assert MismatchOracle.commands == ("compile", "against")
+    assert MismatchOracle.commands == ("compile", "against")  # the real one declares both
+    oracle = _TwoCommands(
+        parse_command("tool {input} --x --a --y -o {output}"), parse_command("tool {input} --b --z -o {output}")
+    )
+    with LocalExecutor(oracle, 2) as executor:
+        result = reduce_flags(oracle, b"x", executor)
+    assert result.oracle.compile.argv == ("tool", "{input}", "--a", "-o", "{output}")  # type: ignore[attr-defined]
+    assert result.oracle.against.argv == ("tool", "{input}", "--b", "-o", "{output}")  # type: ignore[attr-defined]
+    assert set(result.removed) == {"--x", "--y", "--z"}

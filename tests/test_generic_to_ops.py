@@ -31,11 +31,19 @@ def test_an_elementwise_generic_becomes_its_body_on_tensors():
 
 
 def test_generics_that_are_not_elementwise_stay():
-    transposed = GENERIC.replace("indexing_maps = [#id, #id, #id]", "indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, #id, #id]")
-    transposed = transposed.replace("%a: tensor<2x3xf32>", "%a: tensor<3x2xf32>").replace("ins(%a, %b : tensor<2x3xf32>", "ins(%a, %b : tensor<3x2xf32>")
+    transposed = GENERIC.replace(
+        "indexing_maps = [#id, #id, #id]", "indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, #id, #id]"
+    )
+    transposed = transposed.replace("%a: tensor<2x3xf32>", "%a: tensor<3x2xf32>").replace(
+        "ins(%a, %b : tensor<2x3xf32>", "ins(%a, %b : tensor<3x2xf32>"
+    )
     reads_output = GENERIC.replace("%s = arith.addf %m, %y : f32", "%s = arith.addf %m, %o : f32")
-    reduction = GENERIC.replace('iterator_types = ["parallel", "parallel"]', 'iterator_types = ["parallel", "reduction"]')
-    captured = GENERIC.replace("%e = tensor.empty() : tensor<2x3xf32>", "%e = tensor.empty() : tensor<2x3xf32>\n  %k = arith.constant 2.0 : f32").replace(
-        "%s = arith.addf %m, %y : f32", "%s = arith.addf %m, %k : f32")
+    reduction = GENERIC.replace(
+        'iterator_types = ["parallel", "parallel"]', 'iterator_types = ["parallel", "reduction"]'
+    )
+    captured = GENERIC.replace(
+        "%e = tensor.empty() : tensor<2x3xf32>",
+        "%e = tensor.empty() : tensor<2x3xf32>\n  %k = arith.constant 2.0 : f32",
+    ).replace("%s = arith.addf %m, %y : f32", "%s = arith.addf %m, %k : f32")
     for text in (transposed, reads_output, reduction, captured):
         assert GenericToOps().opportunities(program(text)) == [], text

@@ -47,5 +47,5 @@ hal.executable private @ex {
   }
 }
 """
-    (edit, cand), = each_edit(Globals(), text)
+    ((edit, cand),) = each_edit(Globals(), text)
     assert edit.kind == "drop-variant" and "@b" not in cand.text and "@a" in cand.text

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-
-from reducer import session
 from conftest import make_script
 from rich.console import Console
 
-from reducer import progress, report
+from reducer import progress, report, session
 from reducer.api import STATS_SCHEMA
 from reducer.engine import RunStats, StrategyStats
 from reducer.session import Result
@@ -38,8 +36,14 @@ func.func @f(%a: f32) -> f32 {
 
 
 def run_cli(*args: str, cwd: Path, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "reducer.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          input=stdin, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "reducer.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture
@@ -63,7 +67,9 @@ def test_version(case: Path):
 
 def test_test_is_an_alias_of_check_and_test_arg_follows_the_candidate(case: Path):
     make_script(case / "check.sh", '[ "$#" = 3 ] && [ "$3" = "-q" ] && grep $3 "$2" "$1"')
-    proc = run_cli("input.mlir", "--test", "check.sh", "--test-arg", "math.exp", "--test-arg", "-q", "-j", "1", cwd=case)
+    proc = run_cli(
+        "input.mlir", "--test", "check.sh", "--test-arg", "math.exp", "--test-arg", "-q", "-j", "1", cwd=case
+    )
     assert proc.returncode == 0, proc.stderr
     reduced(case)
 
@@ -102,8 +108,20 @@ def test_max_time_stops_a_slow_check(case: Path):
 
 
 def test_llvm_reduce_strategy_names_are_aliases(case: Path):
-    proc = run_cli("input.mlir", "-c", "check.sh", "-j", "1", "--strategies", "operands-zero,arguments",
-                   "--skip-strategies", "operands-to-args,operands-skip,ir-passes", "--stats-json", "s.json", cwd=case)
+    proc = run_cli(
+        "input.mlir",
+        "-c",
+        "check.sh",
+        "-j",
+        "1",
+        "--strategies",
+        "operands-zero,arguments",
+        "--skip-strategies",
+        "operands-to-args,operands-skip,ir-passes",
+        "--stats-json",
+        "s.json",
+        cwd=case,
+    )
     assert proc.returncode == 0, proc.stderr
     used = {n for n, st in json.loads((case / "s.json").read_text())["per_strategy"].items() if st["candidates"]}
     assert used and used <= {"replace-with-zero", "remove-results-and-arguments"}
@@ -137,8 +155,20 @@ def test_heartbeat_when_piped(case: Path):
 def test_sizes_compare_like_with_like(case: Path):
     """The first log line, the summary, the events and the report measure one way: the
     program as ireereduce prints it, never the input file's own spelling."""
-    proc = run_cli("input.mlir", "-c", "check.sh", "-j", "1", "--max-checks", "0", "--report-json", "r.json",
-                   "--progress-json", "p.jsonl", cwd=case)
+    proc = run_cli(
+        "input.mlir",
+        "-c",
+        "check.sh",
+        "-j",
+        "1",
+        "--max-checks",
+        "0",
+        "--report-json",
+        "r.json",
+        "--progress-json",
+        "p.jsonl",
+        cwd=case,
+    )
     assert proc.returncode == session.EXIT_STOPPED, proc.stderr
     start = json.loads((case / "p.jsonl").read_text().splitlines()[0])
     assert start["input"] == start["size"] and start["input"]["bytes"] != len(SMALL)
@@ -154,7 +184,10 @@ def test_sizes_compare_like_with_like(case: Path):
 
 def test_summary_never_cuts_strategy_names():
     stats = RunStats(Size(5, 100), Size(3, 60))
-    stats.per_strategy = {"remove-results-and-arguments": StrategyStats(candidates=1), "arguments-to-constants": StrategyStats(candidates=2)}
+    stats.per_strategy = {
+        "remove-results-and-arguments": StrategyStats(candidates=1),
+        "arguments-to-constants": StrategyStats(candidates=2),
+    }
     out = io.StringIO()
     from reducer.cli import _summary
 
@@ -164,9 +197,23 @@ def test_summary_never_cuts_strategy_names():
 
 # -- reports and machine-readable files ----------------------------------------------
 def test_a_check_script_report_can_be_filed(case: Path):
-    make_script(case / "check.sh", 'grep -q math.exp "$1" && echo "error: failed to legalize operation \'math.exp\'" >&2')
-    proc = run_cli(str(case / "input.mlir"), "-c", str(case / "check.sh"), "-j", "1", "--report", "r.md",
-                   "--report-json", "r.json", "--stats-json", "s.json", cwd=case)
+    make_script(
+        case / "check.sh", 'grep -q math.exp "$1" && echo "error: failed to legalize operation \'math.exp\'" >&2'
+    )
+    proc = run_cli(
+        str(case / "input.mlir"),
+        "-c",
+        str(case / "check.sh"),
+        "-j",
+        "1",
+        "--report",
+        "r.md",
+        "--report-json",
+        "r.json",
+        "--stats-json",
+        "s.json",
+        cwd=case,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads((case / "r.json").read_text())
     jsonschema.validate(data, json.loads(files("reducer.schemas").joinpath("report-schema.json").read_text()))
@@ -189,5 +236,7 @@ def test_schemas_are_installed_match_docs_and_carry_ids():
         schema = json.loads(installed)
         jsonschema.Draft202012Validator.check_schema(schema)
         assert schema["$id"] == schema_id and schema["properties"]["schema"]["const"] == schema_id
-    statuses = json.loads(files("reducer.schemas").joinpath("report-schema.json").read_text())["properties"]["status"]["enum"]
+    statuses = json.loads(files("reducer.schemas").joinpath("report-schema.json").read_text())["properties"]["status"][
+        "enum"
+    ]
     assert set(statuses) | {"error"} == set(progress.STATUSES)

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 
 from reducer.oracle import Run
-from reducer.oracles import CompileOracle, SlowCompileOracle, parse_command
-from reducer.oracles import slow
+from reducer.oracles import CompileOracle, SlowCompileOracle, parse_command, slow
 from reducer.oracles.command import CommandError
 from reducer.oracles.mismatch import declarations, input_flag
 
-FAKE = r'''
+FAKE = r"""
 import os, signal, sys, time
 text = open(sys.argv[1]).read()
 fast = "--fast" in sys.argv
@@ -29,7 +28,7 @@ for line in text.splitlines():
     if line.startswith("bug"):
         sys.stderr.write(f"{sys.argv[1]}:1:1: error: failed on {line} %12\n")
         sys.exit(1)
-'''
+"""
 
 
 @pytest.fixture
@@ -79,7 +78,9 @@ def test_the_slow_oracle_compares_with_a_limit_or_with_another_command(compiler:
     slow = absolute.run(b"slow\n")
     assert slow.interesting and "best of" in slow.stderr_tail
     assert absolute.run(b"quick\n").outcome == "fast"
-    relative = SlowCompileOracle(parse_command(compiler), "in.mlir", 10, factor=3.0, against=parse_command(compiler + " --fast"))
+    relative = SlowCompileOracle(
+        parse_command(compiler), "in.mlir", 10, factor=3.0, against=parse_command(compiler + " --fast")
+    )
     assert relative.run(b"slow\n").interesting
     assert relative.run(b"quick\n").outcome == "fast"
 
@@ -88,14 +89,28 @@ def test_a_slow_candidate_must_end_the_way_the_original_did(compiler: str):
     oracle = calibrated(SlowCompileOracle(parse_command(compiler), "in.mlir", 10, seconds=0.3), b"slow\n")
     assert oracle.expected.kind == "ok"
     assert oracle.run(b"slow\nbugA\n").outcome == "different bug"
-    assert SlowCompileOracle(parse_command(compiler), "in.mlir", 10, seconds=0.3, allow_slippage=True, expected=oracle.expected).run(b"slow\nbugA\n").interesting
+    assert (
+        SlowCompileOracle(
+            parse_command(compiler), "in.mlir", 10, seconds=0.3, allow_slippage=True, expected=oracle.expected
+        )
+        .run(b"slow\nbugA\n")
+        .interesting
+    )
 
 
 @pytest.mark.parametrize(
     "times,outcome,runs",
-    [([5.0], "interesting", 1), ([1.0], "fast", 1), ([2.2, 2.1, 1.9], "fast", 3), ([2.2, 2.1, 2.3], "interesting", 3), ([2.2, 1.5], "fast", 2)],
+    [
+        ([5.0], "interesting", 1),
+        ([1.0], "fast", 1),
+        ([2.2, 2.1, 1.9], "fast", 3),
+        ([2.2, 2.1, 2.3], "interesting", 3),
+        ([2.2, 1.5], "fast", 2),
+    ],
 )
-def test_a_timing_near_the_limit_is_measured_again(monkeypatch: pytest.MonkeyPatch, times: list[float], outcome: str, runs: int):
+def test_a_timing_near_the_limit_is_measured_again(
+    monkeypatch: pytest.MonkeyPatch, times: list[float], outcome: str, runs: int
+):
     """Noise only adds time: near the limit the fastest of up to `repeats` runs decides."""
     measured = iter(times)
     monkeypatch.setattr(slow, "run_in", lambda *a, **k: Run(0, False, next(measured), ""))
@@ -108,7 +123,14 @@ def test_commands_need_their_input_and_know_their_flags():
         parse_command("iree-compile model.mlir -o /dev/null")
     cmd = parse_command("iree-compile {input} --a=1 -o /dev/null --b --pass-pipeline=builtin.module(cse)")
     assert [cmd.argv[i] for i in cmd.flags()] == ["--a=1", "--b", "--pass-pipeline=builtin.module(cse)"]
-    assert cmd.without([2]).argv == ("iree-compile", "{input}", "-o", "/dev/null", "--b", "--pass-pipeline=builtin.module(cse)")
+    assert cmd.without([2]).argv == (
+        "iree-compile",
+        "{input}",
+        "-o",
+        "/dev/null",
+        "--b",
+        "--pass-pipeline=builtin.module(cse)",
+    )
     assert cmd.plus("--compile-to=flow").shell(input="x.mlir").endswith("--compile-to=flow")
     assert parse_command("iree-compile {input}", needs_output=True).argv[-2:] == ("-o", "{output}")
 
@@ -131,6 +153,11 @@ def test_mismatch_inputs_come_from_the_module_abi(tmp_path: Path):
 def test_allow_slippage_reaches_the_mismatch_oracle(allow: bool):
     from reducer.session import Settings, make_oracle
 
-    settings = Settings("in.mlir", compile="iree-compile {input} -o {output}", against="iree-compile {input} -o {output}",
-                        mismatch=True, allow_slippage=allow)
+    settings = Settings(
+        "in.mlir",
+        compile="iree-compile {input} -o {output}",
+        against="iree-compile {input} -o {output}",
+        mismatch=True,
+        allow_slippage=allow,
+    )
     assert make_oracle(settings, "in.mlir", 10.0).allow_slippage is allow

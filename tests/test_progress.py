@@ -46,8 +46,14 @@ def test_live_status_updates_on_a_terminal_before_the_first_improvement(case: Pa
     master, slave = os.openpty()
     env = dict(os.environ, COLUMNS="100", LINES="40", TERM="xterm")
     env.pop("CI", None)  # rich would otherwise assume a non-interactive console
-    proc = subprocess.Popen([sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "check.sh", "-j", "1"],
-                            cwd=case, stdin=slave, stdout=slave, stderr=slave, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "check.sh", "-j", "1"],
+        cwd=case,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+    )
     os.close(slave)
     out = b""
     deadline = time.monotonic() + 90
@@ -75,9 +81,26 @@ def test_live_status_updates_on_a_terminal_before_the_first_improvement(case: Pa
 
 def test_every_progress_event_of_a_real_run_follows_the_schema(case: Path):
     make_script(case / "check.sh", 'sleep 0.2; grep -q math.exp "$1"')
-    proc = subprocess.run([sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "check.sh", "-j", "2",
-                           "--progress-json", "-", "--heartbeat", "0.3"],
-                          cwd=case, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reducer.cli",
+            "input.mlir",
+            "-c",
+            "check.sh",
+            "-j",
+            "2",
+            "--progress-json",
+            "-",
+            "--heartbeat",
+            "0.3",
+        ],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     for event in events:
@@ -91,8 +114,13 @@ def test_every_progress_event_of_a_real_run_follows_the_schema(case: Path):
 
 def test_an_error_is_an_event_too(case: Path, tmp_path: Path):
     make_script(case / "check.sh", "exit 1")
-    proc = subprocess.run([sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "check.sh", "--progress-json", "p.jsonl"],
-                          cwd=case, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "check.sh", "--progress-json", "p.jsonl"],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 5
     events = [json.loads(line) for line in (case / "p.jsonl").read_text().splitlines()]
     for event in events:

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reducer import ir as irutil
-from reducer.strategy import builtin_strategies
 from reducer.workspace import Candidate, Rejected
+from strategies import BUILTIN
 
 T = "tensor<4xf32>"
 KINDS = ["unary", "binary", "scalar", "const", "if", "for", "generic", "call", "global", "dynamic", "barrier"]
@@ -36,32 +36,52 @@ def _function(name: str, rng: random.Random, kinds: list[str], callee: str | Non
             vals = ", ".join(f"{rng.uniform(-2, 2):.2f}" for _ in range(4))
             body.append(f"{v} = arith.constant {{my.tag}} dense<[{vals}]> : {T}")
         elif kind == "if":
-            body += [f"{v} = scf.if %c -> ({T}) {{", f"  %t{i} = math.exp {x} : {T}", f"  scf.yield %t{i} : {T}",
-                     "} else {", f"  scf.yield {y} : {T}", "}"]
+            body += [
+                f"{v} = scf.if %c -> ({T}) {{",
+                f"  %t{i} = math.exp {x} : {T}",
+                f"  scf.yield %t{i} : {T}",
+                "} else {",
+                f"  scf.yield {y} : {T}",
+                "}",
+            ]
         elif kind == "for":
-            body += [f"{v} = scf.for %i{i} = %c0 to %n step %c1 iter_args(%acc{i} = {x}) -> ({T}) {{",
-                     f"  %b{i} = arith.addf %acc{i}, {y} : {T}", f"  scf.yield %b{i} : {T}", "}"]
+            body += [
+                f"{v} = scf.for %i{i} = %c0 to %n step %c1 iter_args(%acc{i} = {x}) -> ({T}) {{",
+                f"  %b{i} = arith.addf %acc{i}, {y} : {T}",
+                f"  scf.yield %b{i} : {T}",
+                "}",
+            ]
         elif kind == "generic":
-            body += [f"%e{i} = tensor.empty() : {T}",
-                     f'{v} = linalg.generic {{indexing_maps = [#map, #map], iterator_types = ["parallel"]}} '
-                     f"ins({x} : {T}) outs(%e{i} : {T}) {{",
-                     "^bb0(%in: f32, %out: f32):", "  %g = arith.mulf %in, %out : f32", "  linalg.yield %g : f32",
-                     f"}} -> {T}"]
+            body += [
+                f"%e{i} = tensor.empty() : {T}",
+                f'{v} = linalg.generic {{indexing_maps = [#map, #map], iterator_types = ["parallel"]}} '
+                f"ins({x} : {T}) outs(%e{i} : {T}) {{",
+                "^bb0(%in: f32, %out: f32):",
+                "  %g = arith.mulf %in, %out : f32",
+                "  linalg.yield %g : f32",
+                f"}} -> {T}",
+            ]
         elif kind == "call" and callee:
             body.append(f"{v} = func.call @{callee}({x}, %s, %c, %n) : ({T}, f32, i1, index) -> {T}")
         elif kind == "global":
             body.append(f"{v} = util.global.load @g : {T}")
         elif kind == "dynamic":
-            body += [f"%d{i} = tensor.cast {x} : {T} to tensor<?xf32>",
-                     f"%x{i} = math.exp %d{i} : tensor<?xf32>", f"{v} = tensor.cast %x{i} : tensor<?xf32> to {T}"]
+            body += [
+                f"%d{i} = tensor.cast {x} : {T} to tensor<?xf32>",
+                f"%x{i} = math.exp %d{i} : tensor<?xf32>",
+                f"{v} = tensor.cast %x{i} : tensor<?xf32> to {T}",
+            ]
         elif kind == "barrier":
             body.append(f"{v} = util.optimization_barrier {x} : {T}")
         else:
             continue
         tensors.append(v)
     vis = "private " if private else ""
-    lines = [f"func.func {vis}@{name}(%a: {T}, %s: f32, %c: i1, %n: index) -> {T} {{",
-             "  %c0 = arith.constant 0 : index", "  %c1 = arith.constant 1 : index"]
+    lines = [
+        f"func.func {vis}@{name}(%a: {T}, %s: f32, %c: i1, %n: index) -> {T} {{",
+        "  %c0 = arith.constant 0 : index",
+        "  %c1 = arith.constant 1 : index",
+    ]
     lines += ["  " + ln for ln in body]
     lines += [f"  return {tensors[-1]} : {T}", "}"]
     return "\n".join(lines)
@@ -81,11 +101,15 @@ def modules(draw: st.DrawFn) -> str:
     return "\n".join(parts) + "\n"
 
 
-@settings(max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "20")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "20")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(text=modules(), data=st.data())
 def test_every_candidate_verifies_or_is_rejected_and_no_strategy_raises(text: str, data: st.DataObject):
     ws = workspace(text)
-    for cls in builtin_strategies():
+    for cls in BUILTIN:
         strategy = cls()
         if "mlir" not in strategy.modes:
             continue

@@ -102,7 +102,10 @@ def test_dispatch_region_is_unwrapped_into_plain_ops():
 
 
 def test_nested_edits_in_one_subset_apply_inner_first():
-    nested = FOR.replace("%y = math.exp %acc : f32", "%y = scf.if %b -> f32 {\n %e = math.exp %acc : f32\n scf.yield %e : f32\n } else {\n scf.yield %acc : f32\n }").replace("%n: index", "%n: index, %b: i1")
+    nested = FOR.replace(
+        "%y = math.exp %acc : f32",
+        "%y = scf.if %b -> f32 {\n %e = math.exp %acc : f32\n scf.yield %e : f32\n } else {\n scf.yield %acc : f32\n }",
+    ).replace("%n: index", "%n: index, %b: i1")
     from conftest import apply_edits
 
     cand = apply_edits(Regions(), nested, lambda edits: [e for e in edits if e.kind in ("once", "then")])

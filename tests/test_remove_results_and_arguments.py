@@ -22,8 +22,11 @@ def results() -> dict:
 
 def test_lists_unused_arguments_and_every_result():
     kinds = {(e.kind, e.arg) for e in RemoveResultsAndArguments().opportunities(program(TEXT))}
-    assert kinds == {("argument", ("g", 1)), ("result", ("g", 0)),
-                     ("result", ("g", 1))}  # not main's only result: it is all main computes
+    assert kinds == {
+        ("argument", ("g", 1)),
+        ("result", ("g", 0)),
+        ("result", ("g", 1)),
+    }  # not main's only result: it is all main computes
 
 
 def test_an_unused_argument_leaves_the_callee_and_its_callers():
@@ -44,6 +47,8 @@ def test_a_used_result_is_replaced_at_the_call_site():
 
 
 def test_functions_referenced_other_than_by_calls_keep_their_signature():
-    text = TEXT + 'util.global private @fp = @g\n'
-    edits = RemoveResultsAndArguments().opportunities(program(text.replace("util.global private @fp = @g\n", "") + '"test.use"() {fn = @g} : () -> ()\n'))
+    text = TEXT + "util.global private @fp = @g\n"
+    edits = RemoveResultsAndArguments().opportunities(
+        program(text.replace("util.global private @fp = @g\n", "") + '"test.use"() {fn = @g} : () -> ()\n')
+    )
     assert all(e.arg[0] != "g" for e in edits)

@@ -29,16 +29,34 @@ def test_the_markdown_has_the_repro_the_command_and_the_facts():
         "signature": {"summary": "exit 1: failed to legalize operation 'x'"},
         "oracle": {"kind": "compile-failure", "reproduce": "iree-compile out.mlir -o /dev/null"},
         "versions": {"ireereduce": "0.1.0", "iree-compile": "IREE 3.13.0", "python": "3.11.7", "platform": "Linux"},
-        "input": "in.mlir", "seconds": 12.3, "oracle_calls": 40, "status": "reduced",
-        "sizes": {"before": {"ops": 500, "bytes": 9000}, "reduction_start": {"ops": 500, "bytes": 9000}, "after": {"ops": 3, "bytes": 120}},
-        "program": "module {}\n", "failure_output": "out.mlir:1:1: error: failed to legalize operation 'x'",
-        "phase": "stream", "dispatch": None, "flags_removed": ["--a"], "for_upstream": [], "rejected_as_different_bug": 7,
+        "input": "in.mlir",
+        "seconds": 12.3,
+        "oracle_calls": 40,
+        "status": "reduced",
+        "sizes": {
+            "before": {"ops": 500, "bytes": 9000},
+            "reduction_start": {"ops": 500, "bytes": 9000},
+            "after": {"ops": 3, "bytes": 120},
+        },
+        "program": "module {}\n",
+        "failure_output": "out.mlir:1:1: error: failed to legalize operation 'x'",
+        "phase": "stream",
+        "dispatch": None,
+        "flags_removed": ["--a"],
+        "for_upstream": [],
+        "rejected_as_different_bug": 7,
     }
     md = report.to_markdown(data)
     assert md.startswith("# failed to legalize operation 'x'\n")
     assert "from `in.mlir` (500 ops, 9000 bytes) to 3 ops, 120 bytes, in 12 s and 40 oracle calls" in md
-    for part in ("```mlir\nmodule {}\n```", "```sh\niree-compile out.mlir -o /dev/null\n```", "- failing phase: stream",
-                 "- flags not needed: `--a`", "- candidates rejected as a different bug: 7", "- iree-compile: IREE 3.13.0"):
+    for part in (
+        "```mlir\nmodule {}\n```",
+        "```sh\niree-compile out.mlir -o /dev/null\n```",
+        "- failing phase: stream",
+        "- flags not needed: `--a`",
+        "- candidates rejected as a different bug: 7",
+        "- iree-compile: IREE 3.13.0",
+    ):
         assert part in md
     assert "dispatch:" not in md and "for upstream" not in md  # facts that do not apply are left out
 
@@ -46,18 +64,60 @@ def test_the_markdown_has_the_repro_the_command_and_the_facts():
 def test_backends_shorthand_builds_both_compile_commands():
     a, b, mismatch = _backends("llvm-cpu,vmvx", "--iree-opt-level=O2")
     assert mismatch
-    assert a.startswith("iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=generic")
-    assert b == "iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=vmvx --iree-opt-level=O2 -o {output}"
+    assert a.startswith(
+        "iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=generic"
+    )
+    assert (
+        b
+        == "iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=vmvx --iree-opt-level=O2 -o {output}"
+    )
 
 
 def test_the_title_is_the_failure_not_the_oracle():
     from reducer import signature
 
-    crash = signature.of(-6, "iree-compile: Foo.cpp:12: void f(): Assertion `x && \"bad\"' failed.\n"
-                             "Stack dump:\n #0 0x1 llvm::sys::PrintStackTrace()\n #4 0x5 mlir::iree::Bar::run()\n")
+    crash = signature.of(
+        -6,
+        'iree-compile: Foo.cpp:12: void f(): Assertion `x && "bad"\' failed.\n'
+        "Stack dump:\n #0 0x1 llvm::sys::PrintStackTrace()\n #4 0x5 mlir::iree::Bar::run()\n",
+    )
     assert report.title(crash, "", "in.mlir", "compile-failure") == crash.describe()
     error = signature.of(1, "in.mlir:3:10: error: failed to legalize operation 'arith.truncf'\n")
     assert report.title(error, "", "in.mlir", "compile-failure") == "failed to legalize operation 'arith.truncf'"
     out = "warming up\nx.mlir:2:3: error: 'math.exp' op broken\n"
     assert report.title(None, out, "in.mlir", "check-script") == "x.mlir:2:3: error: 'math.exp' op broken"
     assert report.title(None, "", "in.mlir", "check-script") == "in.mlir: still fails (reduced test case)"
+
+
+def _oracle_classes() -> list[type]:
+    import reducer.oracles  # noqa: F401  (registers the built-in oracles as subclasses)
+    from reducer.oracle import Oracle
+
+    found, todo = [], [Oracle]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith("reducer.") and not getattr(sub, "__abstractmethods__", None):
+                found.append(sub)
+    return found
+
+
+def test_every_oracle_kind_is_in_the_report_schema_enum():
+    """A new oracle kind must be added to the schema bots validate against (both copies),
+    or this fails: the report's kind comes from the oracle's own declaration."""
+    import json
+    from pathlib import Path
+
+    from reducer.oracle import RepeatOracle, ScriptOracle
+
+    root = Path(__file__).resolve().parent.parent
+    enums = [
+        set(json.loads(p.read_text())["properties"]["oracle"]["properties"]["kind"]["enum"])
+        for p in (root / "docs" / "report-schema.json", root / "reducer" / "schemas" / "report-schema.json")
+    ]
+    classes = [c for c in _oracle_classes() if c is not RepeatOracle]
+    assert len(classes) >= 4
+    for cls in classes:
+        for enum in enums:
+            assert cls.kind in enum, cls
+    assert RepeatOracle(ScriptOracle("check.sh", "in.mlir", None), 3).kind == "check-script"

@@ -38,7 +38,11 @@ def test_a_constant_shrinks_with_the_elementwise_ops_it_feeds_and_nothing_else()
 
 def test_an_argument_tied_to_a_matmul_keeps_its_shape():
     out = _outcomes(TEXT)
-    assert all(getattr(c, "reason", None) == "no-op" for (kind, arg), c in out.items() if kind == "argument" and arg[0] in (0, 1))
+    assert all(
+        getattr(c, "reason", None) == "no-op"
+        for (kind, arg), c in out.items()
+        if kind == "argument" and arg[0] in (0, 1)
+    )
     assert "tensor<4x1xf32>" in out[("argument", (2, 1, 1))].text  # %b, through the generic, back to the constant
 
 
@@ -51,8 +55,10 @@ def test_a_truncated_literal_stays_non_splat():
 
 
 def test_a_cut_that_would_be_a_splat_takes_another_value_of_the_literal():
-    text = TEXT.replace("[1, 2, 3, 4, 5, 6], [1, 1, 1, 1, 1, 1], [7, 7, 7, 7, 7, 7], [1, 2, 3, 4, 5, 6]",
-                        "[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1], [7, 7, 7, 7, 7, 7], [1, 2, 3, 4, 5, 6]")
+    text = TEXT.replace(
+        "[1, 2, 3, 4, 5, 6], [1, 1, 1, 1, 1, 1], [7, 7, 7, 7, 7, 7], [1, 2, 3, 4, 5, 6]",
+        "[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1], [7, 7, 7, 7, 7, 7], [1, 2, 3, 4, 5, 6]",
+    )
     cand = _outcomes(text)[("constant", (0, 2))]
     assert "dense<[[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 7]]> : tensor<2x6xi4>" in cand.text
     both = each_edit(ShrinkValues(), text)

@@ -21,12 +21,28 @@ Stack dump:
 
 
 def error(path: str, line: int, message: str) -> str:
-    return f"{path}:{line}:10: error: {message}\n    %0 = arith.truncf %arg0\n         ^\n{path}:2:3: note: called from\n"
+    return (
+        f"{path}:{line}:10: error: {message}\n    %0 = arith.truncf %arg0\n         ^\n{path}:2:3: note: called from\n"
+    )
 
 
 def test_an_error_keeps_its_message_without_positions_ssa_names_or_shapes():
-    a = signature.of(1, error("/tmp/a/in.mlir", 88, "failed to legalize operation 'vector.store' that was explicitly marked illegal: %12 = \"vector.store\"(%1) : (vector<4x4xf6E2M3FN>) -> ()"))
-    b = signature.of(1, error("/tmp/b/in.mlir", 3, "failed to legalize operation 'vector.store' that was explicitly marked illegal: %3 = \"vector.store\"(%9) : (vector<2xf6E2M3FN>) -> ()"))
+    a = signature.of(
+        1,
+        error(
+            "/tmp/a/in.mlir",
+            88,
+            "failed to legalize operation 'vector.store' that was explicitly marked illegal: %12 = \"vector.store\"(%1) : (vector<4x4xf6E2M3FN>) -> ()",
+        ),
+    )
+    b = signature.of(
+        1,
+        error(
+            "/tmp/b/in.mlir",
+            3,
+            "failed to legalize operation 'vector.store' that was explicitly marked illegal: %3 = \"vector.store\"(%9) : (vector<2xf6E2M3FN>) -> ()",
+        ),
+    )
     assert a.kind == "error" and a.code == 1
     assert a.first_error == "failed to legalize operation 'vector.store' that was explicitly marked illegal"
     assert b.matches(a) and a.matches(b)
@@ -35,7 +51,11 @@ def test_an_error_keeps_its_message_without_positions_ssa_names_or_shapes():
 def test_another_first_error_is_a_different_bug_but_extra_errors_are_not():
     original = signature.of(1, error("in.mlir", 3, "failed to legalize operation 'arith.truncf'"))
     other = signature.of(1, error("in.mlir", 3, "failed to legalize operation 'vector.maskedload'"))
-    both = signature.of(1, error("in.mlir", 3, "failed to legalize operation 'vector.maskedload'") + error("in.mlir", 9, "failed to legalize operation 'arith.truncf'"))
+    both = signature.of(
+        1,
+        error("in.mlir", 3, "failed to legalize operation 'vector.maskedload'")
+        + error("in.mlir", 9, "failed to legalize operation 'arith.truncf'"),
+    )
     assert not other.matches(original)
     assert both.matches(original)  # the original's error is still reported
     assert not signature.of(0, "").matches(original)
@@ -53,14 +73,19 @@ def test_a_crash_is_its_signal_and_top_frames_through_any_wrapper():
     for rc in (-11, 139, 245):  # killed, through a shell, through a Python console script
         sig = signature.of(rc, CRASH)
         assert sig.kind == "crash" and sig.code == 11
-        assert sig.frames[:2] == ("mlir::LLVM::LLVMStructType::getBody() const", "mlir::MemRefDescriptor::MemRefDescriptor(mlir::Value)")
+        assert sig.frames[:2] == (
+            "mlir::LLVM::LLVMStructType::getBody() const",
+            "mlir::MemRefDescriptor::MemRefDescriptor(mlir::Value)",
+        )
         assert sig.failing_pass == "ConvertToLLVMPass" and len(sig.frames) == 5
         assert "SIGSEGV in mlir::LLVM::LLVMStructType::getBody() const (in ConvertToLLVMPass)" == sig.describe()
     original = signature.of(-11, CRASH)
     elsewhere = signature.of(-11, CRASH.replace("LLVMStructType::getBody", "LLVMArrayType::getElementType"))
     assert signature.of(245, CRASH).matches(original)
     assert not elsewhere.matches(original)
-    deeper = signature.of(-11, CRASH.replace("MemRefDescriptor::MemRefDescriptor(mlir::Value)", "MemRefDescriptor::poison()"))
+    deeper = signature.of(
+        -11, CRASH.replace("MemRefDescriptor::MemRefDescriptor(mlir::Value)", "MemRefDescriptor::poison()")
+    )
     assert deeper.matches(original)  # the way to the crash may change as the program shrinks
     other_pass = signature.of(-11, CRASH.replace("ConvertToLLVMPass", "LLVMCPULowerExecutableTargetPass"))
     assert other_pass.failing_pass == "LLVMCPULowerExecutableTargetPass" and not other_pass.matches(original)
@@ -68,7 +93,10 @@ def test_a_crash_is_its_signal_and_top_frames_through_any_wrapper():
 
 
 def test_an_assertion_is_part_of_a_crash_signature():
-    text = "iree-compile: Foo.cpp:12: void f(): Assertion `isa<To>(Val) && \"cast<Ty>() argument of incompatible type!\"' failed.\n" + CRASH
+    text = (
+        'iree-compile: Foo.cpp:12: void f(): Assertion `isa<To>(Val) && "cast<Ty>() argument of incompatible type!"\' failed.\n'
+        + CRASH
+    )
     sig = signature.of(-6, text)
     assert sig.kind == "crash" and sig.code == 6
     assert sig.assertion.startswith("isa<To>(Val)")
@@ -79,7 +107,9 @@ def test_an_assertion_is_part_of_a_crash_signature():
 def _numeric(a: list, b: list):
     import numpy as np
 
-    return signature.numeric([np.array(x, dtype=np.float32) for x in a], [np.array(y, dtype=np.float32) for y in b], 1e-3, 1e-4)
+    return signature.numeric(
+        [np.array(x, dtype=np.float32) for x in a], [np.array(y, dtype=np.float32) for y in b], 1e-3, 1e-4
+    )
 
 
 def test_a_numeric_mismatch_records_the_output_and_the_worst_kind_of_difference():

@@ -20,7 +20,7 @@ func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 
 def test_a_generic_loses_an_unused_output_and_its_body_value():
-    (edit, cand), = each_edit(UnusedResults(), GENERIC)
+    ((edit, cand),) = each_edit(UnusedResults(), GENERIC)
     assert edit.arg == 1
     assert "math.log" not in cand.text and "math.exp" in cand.text
     assert "outs(%0 : tensor<4xf32>)" in cand.text and cand.text.count("tensor.empty") == 1
@@ -33,7 +33,9 @@ def test_an_output_the_body_reads_stays():
 
 
 def test_a_used_result_stays():
-    text = GENERIC.replace("return %r#0 : tensor<4xf32>", "%s = arith.addf %r#0, %r#1 : tensor<4xf32>\n  return %s : tensor<4xf32>")
+    text = GENERIC.replace(
+        "return %r#0 : tensor<4xf32>", "%s = arith.addf %r#0, %r#1 : tensor<4xf32>\n  return %s : tensor<4xf32>"
+    )
     assert UnusedResults().opportunities(program(text)) == []
 
 
@@ -52,7 +54,7 @@ func.func @f(%x: f32, %y: f32, %n: index) -> f32 {
 
 
 def test_a_for_loses_an_unused_iter_arg_and_its_body_value():
-    (edit, cand), = each_edit(UnusedResults(), FOR)
+    ((edit, cand),) = each_edit(UnusedResults(), FOR)
     assert edit.arg == 1
     assert "math.log" not in cand.text and "iter_args(%arg4 = %arg0) -> (f32)" in cand.text
 
@@ -77,7 +79,7 @@ func.func @f(%x: f32, %n: i32) -> i32 {
 
 
 def test_a_while_stops_forwarding_an_unused_value():
-    (edit, cand), = each_edit(UnusedResults(), WHILE)
+    ((edit, cand),) = each_edit(UnusedResults(), WHILE)
     assert edit.arg == 0
     assert "math.exp" not in cand.text and "scf.condition(%1) %arg3 : i32" in cand.text
     assert ": (f32, i32) -> i32 {" in cand.text and "^bb0(%arg2: i32):" in cand.text

@@ -13,7 +13,7 @@ from reducer import dispatch, phases
 from reducer.executor import LocalExecutor
 from reducer.oracles import CompileOracle, parse_command
 
-FAKE = r'''#!{python}
+FAKE = r"""#!{python}
 import os, sys, time
 args = sys.argv[1:]
 flag = lambda name: next((a.split("=", 1)[1] for a in args if a.startswith(name + "=")), None)
@@ -40,7 +40,7 @@ for i in range(start, end + 1):
     if PHASES[i] == "flow" and "bad" in text:
         sys.stderr.write(f"{{src}}:1:1: error: the flow bug\n")
         sys.exit(1)
-'''
+"""
 
 
 @pytest.fixture

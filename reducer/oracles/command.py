@@ -32,7 +32,7 @@ def resolve_tool(name: str) -> str:
             from iree.compiler.tools.binaries import find_tool
 
             return str(find_tool(name))
-        import iree._runtime_libs as libs  # type: ignore[import-not-found]
+        import iree._runtime_libs as libs
 
         path = os.path.join(os.path.dirname(libs.__file__), name)
         if os.access(path, os.X_OK):

@@ -2,19 +2,18 @@
 
 The failure is the original's signature (reducer/signature.py) unless the user relaxes
 it (--allow-slippage): a candidate that fails differently is "a different bug", which
-is how a compiler reduction usually goes wrong (research/general-reducers.md §8.3).
+is how a compiler reduction usually goes wrong.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import re
+from typing import ClassVar
 
 import attrs
 
 from reducer import signature
-from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, never
+from reducer.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
 from reducer.oracles.command import Command
 
 
@@ -22,6 +21,7 @@ from reducer.oracles.command import Command
 class CompileOracle(Oracle):
     #: The command fields whose flags flag reduction may remove.
     commands: ClassVar[tuple[str, ...]] = ("command",)
+    kind: ClassVar[str] = "compile-failure"
     command: Command
     basename: str
     timeout: float | None
@@ -51,7 +51,7 @@ class CompileOracle(Oracle):
         return "interesting"
 
     def calibrate(self, original: Verdict) -> CompileOracle:
-        return attrs.evolve(self, expected=original.signature)
+        return attrs.evolve(self, expected=signature.of_verdict(original))
 
     def reproducer(self, path: str) -> str:
         return self.command.shell(input=path, output="/dev/null")

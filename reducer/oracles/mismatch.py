@@ -10,24 +10,35 @@ drops arguments and shrinks shapes: fixed values with negatives, zeros and fract
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import os
 import re
 import subprocess
+from typing import ClassVar
 
 import attrs
 import numpy as np
 
 from reducer import signature
-from reducer.oracle import Oracle, Verdict, candidate_dir, run_in, CancelFn, never
+from reducer.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
 from reducer.oracles.command import Command, resolve_tool
 
 DTYPES = {
-    "f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
-    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
-    "si8": np.int8, "si16": np.int16, "si32": np.int32, "si64": np.int64,
-    "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "si8": np.int8,
+    "si16": np.int16,
+    "si32": np.int32,
+    "si64": np.int64,
+    "ui8": np.uint8,
+    "ui16": np.uint16,
+    "ui32": np.uint32,
+    "ui64": np.uint64,
 }
 #: What a dynamic dimension becomes in the generated inputs.
 DYNAMIC_DIM = 4
@@ -66,7 +77,7 @@ def input_flag(t: str, k: int, tmp: str) -> str | None:
         return None
     dims = [DYNAMIC_DIM if d == "?" else int(d) for d in dims_text.split("x")] if dims_text else []
     n = int(np.prod(dims)) if dims else 1
-    values = ((np.arange(n) * 37 + 11 * k) % 17 - 8) / 4.0
+    values: np.ndarray = ((np.arange(n) * 37 + 11 * k) % 17 - 8) / 4.0
     if element == "i1":
         values = values > 0
     elif not element.startswith("f"):
@@ -92,6 +103,7 @@ def _describe(t: str, flag: str) -> str:
 class MismatchOracle(Oracle):
     #: The command fields whose flags flag reduction may remove.
     commands: ClassVar[tuple[str, ...]] = ("compile", "against")
+    kind: ClassVar[str] = "numeric-mismatch"
     compile: Command  # configuration A, writes {output}
     against: Command  # configuration B
     basename: str
@@ -112,23 +124,28 @@ class MismatchOracle(Oracle):
                 r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout, cancel=cancel)
                 seconds += r.seconds
                 if r.returncode != 0:
-                    return self._verdict("timeout" if r.timed_out else "run failed", r.returncode, seconds, f"compile {side}: {r.stderr}")
+                    return self._verdict(
+                        "timeout" if r.timed_out else "run failed", r.returncode, seconds, f"compile {side}: {r.stderr}"
+                    )
                 if side == "a":
                     entry = self._entry(vmfb, tmp)
                     if entry is None:
                         return self._verdict("run failed", r.returncode, seconds, "no exported function to run")
                     function, types, n_out = entry
-                    inputs = [input_flag(t, k, tmp) for k, t in enumerate(types)]
-                    if None in inputs:
+                    made = [input_flag(t, k, tmp) for k, t in enumerate(types)]
+                    inputs = [flag for flag in made if flag is not None]
+                    if len(inputs) < len(made):
                         return self._verdict("run failed", 1, seconds, f"cannot make inputs for {types}")
-                    described = "; ".join(_describe(t, flag) for t, flag in zip(types, inputs))  # type: ignore[arg-type]
+                    described = "; ".join(_describe(t, flag) for t, flag in zip(types, inputs))
                 files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
-                argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={function}", *inputs]  # type: ignore[list-item]
+                argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={function}", *inputs]
                 argv += [f"--output=@{f}" for f in files]
                 r = run_in(argv, tmp, self.timeout, cancel=cancel)
                 seconds += r.seconds
                 if r.returncode != 0 or not all(os.path.exists(f) for f in files):
-                    return self._verdict("timeout" if r.timed_out else "run failed", r.returncode, seconds, f"run {side}: {r.stderr}")
+                    return self._verdict(
+                        "timeout" if r.timed_out else "run failed", r.returncode, seconds, f"run {side}: {r.stderr}"
+                    )
                 outputs.append([np.load(f) for f in files])
         a, b = outputs
         if not a:
@@ -155,7 +172,7 @@ class MismatchOracle(Oracle):
         return self._verdict("interesting", 0, seconds, detail, sig)
 
     def calibrate(self, original: Verdict) -> MismatchOracle:
-        return attrs.evolve(self, expected=original.signature)
+        return attrs.evolve(self, expected=signature.of_verdict(original))
 
     def _verdict(
         self, outcome: str, rc: int | None, seconds: float, detail: str, sig: signature.Signature | None = None

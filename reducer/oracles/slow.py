@@ -15,7 +15,7 @@ from typing import ClassVar
 import attrs
 
 from reducer import signature
-from reducer.oracle import Oracle, Run, Verdict, candidate_dir, run_in, CancelFn, never
+from reducer.oracle import CancelFn, Oracle, Run, Verdict, candidate_dir, never, run_in
 from reducer.oracles.command import Command
 
 #: Measured above the limit by less than this factor: measure again.
@@ -26,6 +26,7 @@ NEAR = 1.25
 class SlowCompileOracle(Oracle):
     #: The command fields whose flags flag reduction may remove.
     commands: ClassVar[tuple[str, ...]] = ("command", "against")
+    kind: ClassVar[str] = "compile-time"
     command: Command
     basename: str
     timeout: float | None
@@ -41,10 +42,19 @@ class SlowCompileOracle(Oracle):
             runs: list[Run] = []
             refs: list[Run] = []
             while True:
-                r = run_in(self.command.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout, cancel=cancel)
+                r = run_in(
+                    self.command.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout, cancel=cancel
+                )
                 runs.append(r)
                 if self.against is not None:
-                    refs.append(run_in(self.against.render(input=path, output="/dev/null", tmp=tmp), tmp, self.timeout, cancel=cancel))
+                    refs.append(
+                        run_in(
+                            self.against.render(input=path, output="/dev/null", tmp=tmp),
+                            tmp,
+                            self.timeout,
+                            cancel=cancel,
+                        )
+                    )
                 took = min(x.seconds for x in runs)
                 limit = self._limit(refs)
                 if r.timed_out or took <= limit or took > NEAR * limit or len(runs) >= self.repeats:
@@ -57,12 +67,19 @@ class SlowCompileOracle(Oracle):
             outcome = "fast"
         elif self.expected is not None and not self.allow_slippage and sig.kind != self.expected.kind:
             outcome = "different bug"
-        elif self.expected is not None and not self.allow_slippage and sig.kind != "ok" and not sig.matches(self.expected):
+        elif (
+            self.expected is not None
+            and not self.allow_slippage
+            and sig.kind != "ok"
+            and not sig.matches(self.expected)
+        ):
             outcome = "different bug"
         else:
             outcome = "interesting"
         note = f"compile took {took:.2f} s (best of {len(runs)}), limit {limit:.2f} s\n"
-        return Verdict(outcome == "interesting", first.returncode, first.timed_out, took, note + first.stderr[-3000:], outcome, sig)
+        return Verdict(
+            outcome == "interesting", first.returncode, first.timed_out, took, note + first.stderr[-3000:], outcome, sig
+        )
 
     def _limit(self, refs: list[Run]) -> float:
         if self.factor is not None and refs:
@@ -71,7 +88,7 @@ class SlowCompileOracle(Oracle):
         return self.seconds
 
     def calibrate(self, original: Verdict) -> SlowCompileOracle:
-        return attrs.evolve(self, expected=original.signature)
+        return attrs.evolve(self, expected=signature.of_verdict(original))
 
     def reproducer(self, path: str) -> str:
         cmd = f"time {self.command.shell(input=path, output='/dev/null')}"
