@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -48,6 +48,7 @@ class ShippedScript(Oracle):
     """The user's check script, carried as bytes: written once per worker, then run the
     way `ScriptOracle` runs it (exit 0 = interesting)."""
 
+    kind: ClassVar[str] = "check-script"  # the user's script, wherever it runs
     files: tuple[tuple[str, bytes], ...]  # (file name, content); the first is the script
     basename: str
     timeout: float | None
