@@ -240,6 +240,7 @@ class Engine:
             branch.probability = 1.0
             position = 0
             self._cancel(keep=self._needed(branch))
+            self._forget_other_programs()
 
     def _plan(self, ws: Workspace, order: list[Strategy], index: int, after: _Trial | None = None) -> Iterator[_Trial]:
         """The trials the sequential algorithm makes on ws if every one of them fails: the
@@ -441,6 +442,13 @@ class Engine:
             self.stats.per_strategy[trial.strategy.name].oracle_calls += 1
             self.stats.oracle_calls += 1
             self.stats.running = len(self._inflight)
+
+    def _forget_other_programs(self) -> None:
+        """After a commit, drop what was made on programs other than the current one: on a
+        megabyte input every memoised candidate holds a megabyte of text."""
+        current = self._program_key(self.ws)
+        self._made = {k: v for k, v in self._made.items() if k[0] == current}
+        self._program_keys = {k: v for k, v in self._program_keys.items() if v[1] == current}
 
     def _program_key(self, ws: Workspace) -> bytes:
         """Which program a workspace holds (forks of the same text share what they made)."""
