@@ -90,6 +90,9 @@ class Oracle(abc.ABC):
     #: What the report calls it: one of docs/report-schema.json's oracle.kind values
     #: (tests/test_report.py checks every oracle's kind against that enum).
     kind: ClassVar[str]
+    #: Whether a verdict depends on how long the check takes: such checks run one at a
+    #: time where they are compared (the original's), as parallel ones compete for the CPUs.
+    measures_time: ClassVar[bool] = False
 
     @abc.abstractmethod
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
@@ -311,6 +314,10 @@ class RepeatOracle(Oracle):
     @property
     def kind(self) -> str:  # type: ignore[override]  # a wrapper reports what it wraps
         return self.inner.kind
+
+    @property
+    def measures_time(self) -> bool:  # type: ignore[override]  # a wrapper times what it wraps
+        return self.inner.measures_time
 
     @property
     def timeout(self) -> float | None:  # type: ignore[override]  # read-only: the inner oracle's

@@ -338,19 +338,43 @@ def check_script(path: str) -> str:
 WRITE_ERRORS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
 
 
-def run_check(oracle: Oracle, data: bytes) -> Verdict:
+def _user_error(exc: OSError) -> UserError:
+    """What an OSError out of a check means to the user: a full disk, or a check that cannot run."""
+    if exc.errno in WRITE_ERRORS:
+        return UserError(
+            EXIT_CANNOT_WRITE,
+            f"cannot write a candidate into the temporary directory "
+            f"{tempfile.gettempdir()}: {exc.strerror} (free space, or set TMPDIR)",
+        )
+    return UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}")
+
+
+def check_repeatedly(
+    executor: Executor, oracle: Oracle, data: bytes, times: int, until: Callable[[Verdict], bool]
+) -> list[Verdict]:
+    """Check data `times` times and read the verdicts in order, stopping after the first
+    one `until` accepts. The checks run at once on the executor's workers (a re-check
+    waits one check, not three), except for an oracle that measures time, whose runs
+    would compete for the CPUs; checks not read are cancelled. What is read is what a
+    sequential loop would read, so the outcome does not depend on -j."""
+    concurrent_ = not oracle.measures_time
+    futures = [executor.submit(data, oracle) for _ in range(times if concurrent_ else 1)]
+    read: list[Verdict] = []
     try:
-        return oracle.run(data)
-    except OSError as exc:
-        if exc.errno in WRITE_ERRORS:
-            raise UserError(
-                EXIT_CANNOT_WRITE,
-                f"cannot write a candidate into the temporary directory "
-                f"{tempfile.gettempdir()}: {exc.strerror} (free space, or set TMPDIR)",
-            ) from None
-        raise UserError(
-            EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}"
-        ) from None
+        while len(read) < times:
+            if len(futures) <= len(read):
+                futures.append(executor.submit(data, oracle))
+            try:
+                verdict = futures[len(read)].result()
+            except OSError as exc:
+                raise _user_error(exc) from None
+            read.append(verdict)
+            if until(verdict):
+                break
+    finally:
+        for future in futures[len(read) :]:
+            executor.cancel(future)
+    return read
 
 
 def registry() -> dict[str, type[Strategy]]:
@@ -649,23 +673,24 @@ class _Guard:
 
 
 def _check_original(
-    settings: Settings, text: str, basename: str, guard: _Guard
+    settings: Settings, text: str, basename: str, guard: _Guard, executor: Executor
 ) -> tuple[Oracle, Verdict, float, str | None]:
-    """Run the check on the original twice: a check that disagrees with itself is flaky."""
+    """Run the check on the original twice (at once, given two workers): a check that
+    disagrees with itself is flaky."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
-    if isinstance(first, SlowCompileOracle) and settings.timeout is None:
+    if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
-    verdicts = [run_check(first, text.encode())]
+    # A timeout (of a check that does not time things) ends it: the run stops there.
+    verdicts = check_repeatedly(
+        executor, first, text.encode(), 2, until=lambda v: v.timed_out and not first.measures_time
+    )
     guard.check()
-    if not (verdicts[0].timed_out and not isinstance(first, SlowCompileOracle)):
-        verdicts.append(run_check(first, text.encode()))
-        guard.check()
     flaky = None
     if len({v.interesting for v in verdicts}) > 1:
         flaky = "the check passed the original once and failed it once"
         log.warning("the check is flaky: %s; consider --repeat N (a candidate must then pass N times)", flaky)
     verdict = next((v for v in verdicts if v.interesting), verdicts[0])
-    if verdict.timed_out and not isinstance(first, SlowCompileOracle):
+    if verdict.timed_out and not first.measures_time:
         raise UserError(
             EXIT_CHECK_HANGS,
             f"the check did not finish on the original input within {first.timeout:g} s; "
@@ -679,7 +704,7 @@ def _check_original(
         )
     seconds = max(v.seconds for v in verdicts)
     timeout = settings.timeout or 10 * seconds + 5.0
-    if isinstance(first, SlowCompileOracle):
+    if first.measures_time:
         timeout = settings.timeout or 3 * seconds + 5.0
     oracle = first.calibrate(verdict).with_timeout(timeout)
     if verdict.signature is not None and verdict.signature.kind != "ok":
@@ -691,7 +716,7 @@ def _check_original(
     return oracle, verdict, timeout, flaky
 
 
-def _previous_best(output: str, text: str, oracle: Oracle, guard: _Guard) -> str | None:
+def _previous_best(output: str, text: str, oracle: Oracle, guard: _Guard, executor: Executor) -> str | None:
     """The output of an earlier run, if it is smaller than text and still interesting."""
     try:
         with open(output, "rb") as f:
@@ -701,7 +726,7 @@ def _previous_best(output: str, text: str, oracle: Oracle, guard: _Guard) -> str
         return None
     if not previous.strip() or len(data) >= len(text.encode()):
         return None
-    interesting = run_check(oracle, data).interesting
+    interesting = check_repeatedly(executor, oracle, data, 1, until=lambda v: True)[0].interesting
     guard.check()
     if not interesting:
         log.warning("%s holds a program the check rejects; it will be replaced by the first improvement", output)
@@ -713,32 +738,38 @@ class _Rechecks:
     """Re-checks of committed programs (the final confirmation, the walk back), recorded
     in the journal in order so that a resumed run replays them too."""
 
-    def __init__(self, oracle: Oracle, journal: VerdictJournal | None, guard: _Guard) -> None:
-        self.oracle, self.journal, self.guard = oracle, journal, guard
+    def __init__(self, oracle: Oracle, journal: VerdictJournal | None, guard: _Guard, executor: Executor) -> None:
+        self.oracle, self.journal, self.guard, self.executor = oracle, journal, guard, executor
         self.replay = list(journal.rechecks) if journal is not None else []
         self.runs = self.failures = 0
         self.last: Verdict | None = None  # the last re-check run (not replayed): for the report
 
-    def once(self, data: bytes) -> bool:
-        k = key(data)
-        if self.replay and self.replay[0][0] == k:
-            ok = self.replay.pop(0)[1]
-        else:
-            self.replay = []
-            try:
-                self.last = run_check(self.oracle, data)
-                ok = self.last.interesting
-            except OSError as exc:
-                raise self.guard.environment_error(exc) from None
-            self.guard.check()
-            if self.journal is not None:
-                self.journal.record_recheck(k, ok)
+    def _record(self, ok: bool) -> bool:
         self.runs += 1
         self.failures += not ok
         return ok
 
     def confirm(self, data: bytes, times: int) -> bool:
-        return all(self.once(data) for _ in range(times))
+        """Whether data passes `times` re-checks in a row (they run at once)."""
+        k = key(data)
+        while times and self.replay and self.replay[0][0] == k:
+            times -= 1
+            if not self._record(self.replay.pop(0)[1]):
+                return False
+        if not times:
+            return True
+        self.replay = []
+        try:
+            verdicts = check_repeatedly(self.executor, self.oracle, data, times, until=lambda v: not v.interesting)
+        except OSError as exc:
+            raise self.guard.environment_error(exc) from None
+        self.guard.check()
+        for verdict in verdicts:
+            self.last = verdict
+            if self.journal is not None:
+                self.journal.record_recheck(k, verdict.interesting)
+            self._record(verdict.interesting)
+        return all(v.interesting for v in verdicts)
 
 
 def _reduce(
@@ -789,13 +820,13 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         flaky_start = None
     else:
         monitor.phase("checking the original")
-        oracle, verdict, timeout, flaky_start = _check_original(settings, text, basename, guard)
+        oracle, verdict, timeout, flaky_start = _check_original(settings, text, basename, guard, inner)
         monitor.phase("triage")
         findings = Findings()
         text, oracle = _workflows(settings, text, oracle, findings, inner)
         original_text = raw[len(BOM) :] if raw.startswith(BOM) else raw
         if not settings.fresh and os.path.exists(output):
-            previous = _previous_best(output, text, oracle, guard)
+            previous = _previous_best(output, text, oracle, guard, inner)
             if previous is not None:
                 findings.notes.append(
                     f"started from the smaller interesting program already in {output} "
@@ -964,7 +995,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
     if guard.good != final_text.encode():
         guard.write_output(final_text.encode())
 
-    rechecks = _Rechecks(judge, journal, guard)
+    rechecks = _Rechecks(judge, journal, guard, inner)
     stats.final = Size(stats.final.ops, len(final_text.encode()))
     stats.oracle_calls += findings.workflow_checks
     try:

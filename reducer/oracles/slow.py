@@ -27,6 +27,7 @@ class SlowCompileOracle(Oracle):
     #: The command fields whose flags flag reduction may remove.
     commands: ClassVar[tuple[str, ...]] = ("command", "against")
     kind: ClassVar[str] = "compile-time"
+    measures_time: ClassVar[bool] = True
     command: Command
     basename: str
     timeout: float | None
