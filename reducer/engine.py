@@ -260,6 +260,10 @@ class Engine:
             edits = self._edits(ws, order[i])
             if edits:
                 yield from self._sweep(order[i], i, edits, 0, len(edits))
+        # A round in which everything fails is the fixpoint, where the moves come next.
+        for trial in self._moves(ws):
+            trial.next_round = True
+            yield trial
 
     @staticmethod
     def _sweep(strategy: Strategy, index: int, edits: list[Edit], offset: int, chunk: int) -> Iterator[_Trial]:
@@ -286,7 +290,7 @@ class Engine:
         budget bounds the verdicts spent on moves that lead nowhere."""
         budget = self.move_budget
         while budget > 0:
-            branch = _Branch(self.ws, self._moves(), 1.0)
+            branch = _Branch(self.ws, self._moves(self.ws), 1.0)
             position = 0
             while budget > 0:
                 trial = branch.trial(position)
@@ -303,9 +307,9 @@ class Engine:
             else:
                 return
 
-    def _moves(self) -> Iterator[_Trial]:
+    def _moves(self, ws: Workspace) -> Iterator[_Trial]:
         for index, strategy in enumerate(self.movers):
-            edits = self._edits(self.ws, strategy)
+            edits = self._edits(ws, strategy)
             for offset in range(len(edits)):
                 yield _Trial(strategy, index, edits, offset, 1, grow=True)
 

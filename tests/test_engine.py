@@ -217,3 +217,24 @@ def test_no_moves_when_the_budget_is_zero(tmp_path: Path):
     moves = _Replace("rewrite", [("xx", "y\ny\ny")])
     ws, stats, _ = _engine_run(tmp_path, "a\nxx\nb\n", 'grep -q -e xx -e y "$1"', [TextLines(), moves], budget=0)
     assert ws.program.text == "xx\n" and stats.moves_tried == 0
+
+
+def test_idle_workers_check_the_moves_while_the_last_round_is_judged(tmp_path: Path):
+    """The fixpoint's moves are part of what speculation runs ahead to: the move's check
+    starts while the round's only candidate (deleting the line) is still being checked."""
+    from strategies.text_lines import TextLines
+
+    log = tmp_path / "log"
+    stamp = "python3 -c 'import time; print(time.time())'"
+    check = (
+        f'echo "start $(head -c1 "$1") $({stamp})" >> {log}; sleep 0.5\n'
+        f'echo "end $(head -c1 "$1") $({stamp})" >> {log}; grep -q -e xx -e y "$1"'
+    )
+    moves = _Replace("rewrite", [("xx", "y")])
+    ws, stats, _ = _engine_run(tmp_path, "xx\n", check, [TextLines(), moves])
+    assert ws.program.text == "y\n" and stats.moves_kept == 1
+    runs = {}
+    for line in log.read_text().splitlines():
+        what, *first, when = line.split()  # the deletion's file is empty: no first character
+        runs[(what, "".join(first))] = float(when)
+    assert runs[("start", "y")] < runs[("end", "")]
