@@ -38,6 +38,7 @@ import attrs
 from reducer.cache import VerdictCache, key
 from reducer.executor import Executor
 from reducer.oracle import Oracle, Verdict
+from reducer.predictor import SuccessModel
 from reducer.strategy import Edit, Strategy
 from reducer.workspace import Candidate, Rejected, Size, Workspace
 
@@ -74,11 +75,6 @@ class StrategyStats:
 
     def benefit(self) -> float:
         return self.bytes_saved / max(self.judged, 1)
-
-    def success_rate(self, prior: float) -> float:
-        """What speculation expects of this strategy's next candidate: its own record,
-        starting from the run's overall rate (worth two verdicts)."""
-        return (self.accepts + 2 * prior) / (self.judged + 2)
 
 
 @attrs.define
@@ -186,8 +182,8 @@ class Engine:
         #: What each (program, strategy, edits) made: speculation and decisions build a candidate once.
         self._made: dict[tuple[bytes, str, tuple[Edit, ...], bool], Candidate | Rejected] = {}
         self._program_keys: dict[int, tuple[Any, bytes]] = {}
-        #: Successes and verdicts right after a success (True) and after a failure (False).
-        self._after: dict[bool, list[int]] = {True: [1, 2], False: [1, 3]}
+        #: What speculation expects of a candidate, learnt from the verdicts decisions read.
+        self._model = SuccessModel()
         self._last_success = False
         self._started = time.monotonic()
 
@@ -406,9 +402,7 @@ class Engine:
         )
         self._read.add(trial.key)
         st.judged += 1
-        counts = self._after[self._last_success]
-        counts[0] += trial.verdict
-        counts[1] += 1
+        self._model.record(trial.strategy.name, trial.chunk, self._last_success, trial.verdict)
         self._last_success = trial.verdict
         return trial.verdict
 
@@ -487,9 +481,6 @@ class Engine:
         pending trial before it in its branch fails), or opening the branch of a pending
         trial that may succeed (no branch in the result: open it)."""
         best: tuple[float, _Trial, _Branch | None] | None = None
-        judged = sum(st.judged for st in self.stats.per_strategy.values())
-        accepts = sum(st.accepts for st in self.stats.per_strategy.values())
-        prior = (accepts + 1) / (judged + 3)
         todo = [main]
         looked = 0
         while todo:
@@ -508,7 +499,7 @@ class Engine:
                 if trial.grow or trial.key is None or trial.verdict is False:
                     position += 1
                     continue
-                p = 1.0 if trial.verdict else self._likelihood(trial, branch, position, prior)
+                p = 1.0 if trial.verdict else self._likelihood(trial, branch, position)
                 if trial.success is None:
                     if best is None or reach * p > best[0]:
                         best = (reach * p, trial, None)
@@ -521,15 +512,13 @@ class Engine:
                 position += 1
         return best
 
-    def _likelihood(self, trial: _Trial, branch: _Branch, position: int, prior: float) -> float:
-        """How likely trial is to succeed: its strategy's record, averaged with how often a
-        candidate succeeds right after a success (a sweep that just cut something often
-        cuts again at the same place) or after a failure."""
+    def _likelihood(self, trial: _Trial, branch: _Branch, position: int) -> float:
+        """How likely trial is to succeed (reducer/predictor.py), given whether the trial
+        before it succeeded: the last decision, or on a branch the commit it starts from."""
         after_success = (
             self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
         )
-        hits, tries = self._after[after_success]
-        return (self.stats.per_strategy[trial.strategy.name].success_rate(prior) + hits / tries) / 2
+        return self._model.p(trial.strategy.name, trial.chunk, after_success)
 
     def _needed(self, branch: _Branch) -> set[bytes]:
         """The keys of the checks a branch's program may still need."""
