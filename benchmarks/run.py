@@ -187,7 +187,7 @@ def plain_check(work: Path, case: Case) -> Path:
 
 def body_ops(text: str) -> int | None:
     """Ops a user would count: everything but the module, function and return wrappers."""
-    from reducer import ir
+    from reducer.core import ir
 
     try:
         module = ir.parse(text, ir.new_context())

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
 from strategies._ir import Rewriter, functions, has_uses, op_at, zero_literal
 from strategies.remove_results_and_arguments import rewrite_signature
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer import ir as irutil
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core import ir as irutil
+from reducer.core.strategy import Edit, Program, Strategy
 from strategies._ir import walk_paths
 
 #: Optional inherent flags, removed from the text in one edit per kind.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
 from strategies._ir import Rewriter, analyse, get_attr, op_at, symbol_name, walk_paths
 
 #: global op -> (attribute holding its initial value, load ops, store ops)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
 from strategies._ir import Rewriter, walk_paths
 
 _NOT_FILLABLE = frozenset({"linalg.fill", "linalg.yield", "linalg.index"})

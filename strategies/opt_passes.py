@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from iree.compiler import ir, passmanager
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
 
 #: name -> pipeline on builtin.module, cheapest and most often useful first
 PIPELINES: dict[str, str] = {

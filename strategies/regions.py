@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
 from strategies._ir import Rewriter, drop_for_iter_args, has_uses, inline_block, walk_paths
 
 #: op name -> edit kinds offered for it (checked further in `_kinds`)

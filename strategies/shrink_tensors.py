@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from reducer.ir import SHAPED_DIMS
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.ir import SHAPED_DIMS
+from reducer.core.strategy import Edit, Program, Strategy
 
 _DENSE = re.compile(r"\b(dense|dense_resource)<")
 _FIRST_SCALAR = re.compile(r"\(\s*[^)]*\)|[^\[\],\s]+")

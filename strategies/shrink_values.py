@@ -21,7 +21,7 @@ from typing import Any
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
 from strategies._ir import (
     Path,
     functions,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
 from strategies._ir import Path, Rewriter, attributes_of, drop_for_iter_args, has_uses, walk_paths
 
 

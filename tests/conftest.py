@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from reducer.ir import PrintOptions  # noqa: E402
-from reducer.strategy import Program  # noqa: E402
-from reducer.workspace import MLIRWorkspace  # noqa: E402
+from reducer.core.ir import PrintOptions  # noqa: E402
+from reducer.core.strategy import Program  # noqa: E402
+from reducer.core.workspace import MLIRWorkspace  # noqa: E402
 
 
 def make_script(path: Path, body: str) -> Path:

@@ -21,7 +21,7 @@ import models  # noqa: E402
 import numeric_mismatch  # noqa: E402
 import run  # noqa: E402
 
-from reducer import ir  # noqa: E402
+from reducer.core import ir  # noqa: E402
 
 
 def _ops(text: str) -> int:

@@ -1,4 +1,4 @@
-from reducer.strategy import Program
+from reducer.core.strategy import Program
 from strategies.text_balanced import TextBalanced, balanced_spans
 from strategies.text_lines import TextLines
 from strategies.text_tokens import TextTokens

@@ -35,11 +35,11 @@ from typing import Any
 
 import attrs
 
-from reducer.cache import VerdictCache, key
-from reducer.executor import Executor
-from reducer.oracle import Oracle, Verdict
-from reducer.strategy import Edit, Strategy
-from reducer.workspace import Candidate, Rejected, Size, Workspace
+from reducer.core.cache import VerdictCache, key
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle, Verdict
+from reducer.core.strategy import Edit, Strategy
+from reducer.core.workspace import Candidate, Rejected, Size, Workspace
 
 log = logging.getLogger(__name__)
 

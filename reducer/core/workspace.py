@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from reducer import ir as irutil
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core import ir as irutil
+from reducer.core.strategy import Edit, Program, Strategy
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 if TYPE_CHECKING:  # the contract, for annotations only: no cycle at run time
-    from reducer.oracle import Verdict
+    from reducer.core.oracle import Verdict
 
 #: Frames of the crash handler itself, not of the bug.
 _HANDLER_FRAMES = re.compile(
