@@ -47,7 +47,7 @@ def _no_unit_dims(t: str) -> str:
     return f"{kind}<{'x'.join(kept + [element])}>"
 
 
-class Types(Strategy):
+class Types(Strategy[Program]):
     name = "types"
     summary = "demote element types (f64->f32, i64->i32, f32->f16), make shapes static, drop unit dims"
 

@@ -312,7 +312,7 @@ class Engine:
     def _trial(self, strategy: Strategy, move: Candidate | None) -> bool:
         assert move is not None
         self._cancel(keep=set())
-        snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot", ())
+        snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot")
         self.ws.commit(move)
         log.info("%-16s move to %s; reducing from there", strategy.name, self.ws.size)
         self._fixpoint()
