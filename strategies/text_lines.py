@@ -1,5 +1,5 @@
 """text-lines: delete lines. The first fallback when the input does not parse as MLIR
-(C-Reduce/C-Vise pass_lines; it takes the easy 80% fast)."""
+(C-Reduce/C-Vise pass_lines: coarse, so it takes the easy part fast)."""
 
 from __future__ import annotations
 

@@ -79,9 +79,9 @@ def _ranking(program: MLIRProgram) -> dict[Edit, int]:
 
 
 #: Values offered per function and round. The alternatives exclude each other and most of
-#: them fail when the bug sits late (they cut it): on a 200-op chain, offering every value
-#: cost 143 checks. Evenly spread ones find where the bug starts to go within a fraction
-#: of the body; the next round, on the smaller function, looks closer.
+#: them fail when the bug sits late (they cut it), so offering every value costs a check
+#: per value (benchmarks/README.md). Evenly spread ones find where the bug starts to go
+#: within a fraction of the body; the next round, on the smaller function, looks closer.
 PER_FUNCTION = 8
 
 
