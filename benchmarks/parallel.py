@@ -29,18 +29,10 @@ import click
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import measured  # noqa: E402
 import models  # noqa: E402
 
 DEFAULT_CONFIGS = "local:1,local:2,local:4,local:8,local:16,dask:8,dask:16,local:4:kill"
-
-
-def commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE, capture_output=True, text=True)
-        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except OSError:
-        return "unknown"
 
 
 def _kill_a_worker(ppids: Path, main_pid: int, after: int, killed: list[int]) -> None:
@@ -109,7 +101,7 @@ def run(config: str, sleep: float, extra: list[str]) -> dict:
 @click.argument("extra", nargs=-1)
 def main(configs: str, sleep: float, save: bool, results: str, extra: tuple[str, ...]) -> None:
     rows = []
-    click.echo(f"commit {commit()}; check: sleep {sleep}; grep\n")
+    click.echo(f"commit {measured.commit()}; check: sleep {sleep}; grep\n")
     click.echo("| configuration | wall s | vs local:1 | checks | wasted speculative | utilisation | lost workers | final ops | same output |")
     click.echo("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for config in configs.split(","):
@@ -122,7 +114,7 @@ def main(configs: str, sleep: float, save: bool, results: str, extra: tuple[str,
         )
     if save:
         path = HERE / "results" / results
-        path.write_text(json.dumps({"commit": commit(), "sleep": sleep, "rows": rows}, indent=1) + "\n")
+        path.write_text(json.dumps({"commit": measured.commit(), "sleep": sleep, "rows": rows}, indent=1) + "\n")
         click.echo(f"\nwritten to {path.relative_to(HERE.parent)}")
 
 

@@ -32,6 +32,7 @@ import click
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+import measured  # noqa: E402
 from cases import BY_NAME, CASES, Case  # noqa: E402
 
 RESULTS = HERE / "results" / "results.json"
@@ -70,15 +71,6 @@ class Record:
     date: str = ""
     note: str = ""
     commit: str = ""  # the ireereduce commit measured ("+" when the tree had changes)
-
-
-def _commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True).stdout.strip()
-
-    head = git("rev-parse", "--short=12", "HEAD")
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)benchmarks/results")
-    return head + ("+" if changed else "")
 
 
 # --- the tools -------------------------------------------------------------------------------
@@ -187,7 +179,7 @@ def plain_check(work: Path, case: Case) -> Path:
 
 def body_ops(text: str) -> int | None:
     """Ops a user would count: everything but the module, function and return wrappers."""
-    from reducer import ir
+    from reducer.core import ir
 
     try:
         module = ir.parse(text, ir.new_context())
@@ -218,7 +210,7 @@ def score(case: Case, tool: Tool, work: Path, fallback: str) -> tuple[str, bool,
 
 
 def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPUTS) -> Record:
-    commit = _commit()  # what is measured is the code at the start
+    commit = measured.commit()  # what is measured is the code at the start
     work = work_dir(outputs, case.name, tool.name)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

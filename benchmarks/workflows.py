@@ -20,6 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import measured  # noqa: E402
 from cases import BY_NAME, COMPILE  # noqa: E402
 
 RESULTS = HERE / "results" / "workflows.json"
@@ -40,7 +41,7 @@ CONFIGS = {
 }
 
 
-def run(case: str, config: str, cap: float, jobs: int) -> dict[str, object]:
+def run(case: str, config: str, cap: float, jobs: int, commit: str) -> dict[str, object]:
     command, extra = COMMANDS[case]
     with tempfile.TemporaryDirectory(prefix=f"wf-{case}-") as tmp:
         src = Path(tmp) / "input.mlir"
@@ -57,7 +58,7 @@ def run(case: str, config: str, cap: float, jobs: int) -> dict[str, object]:
             os.killpg(proc.pid, signal.SIGINT)
             _, err = proc.communicate(timeout=60)
         seconds = time.monotonic() - start
-        row: dict[str, object] = {"case": case, "config": config, "rc": proc.returncode, "seconds": round(seconds, 1),
+        row: dict[str, object] = {"case": case, "config": config, "commit": commit, "rc": proc.returncode, "seconds": round(seconds, 1),
                                   "capped": seconds >= cap}
         try:
             report = json.loads(Path(f"{tmp}/report.json").read_text())
@@ -99,9 +100,10 @@ def main() -> None:
     args = p.parse_args()
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     if args.cmd == "run":
+        commit = measured.commit()  # what is measured is the code at the start
         for case in args.cases.split(","):
             for config in args.configs.split(","):
-                row = run(case, config, args.cap, args.j)
+                row = run(case, config, args.cap, args.j, commit)
                 print(json.dumps(row), flush=True)
                 old = [o for o in old if (o["case"], o["config"]) != (case, config)] + [row]
                 RESULTS.write_text(json.dumps(old, indent=1) + "\n")

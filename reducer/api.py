@@ -17,13 +17,13 @@ from typing import Any
 
 import attrs
 
-from reducer import ir as irutil
-from reducer import report as reporting
 from reducer import session
-from reducer.oracle import Oracle
+from reducer.core import ir as irutil
+from reducer.core.oracle import Oracle
+from reducer.core.workspace import Size
+from reducer.iree import report as reporting
 from reducer.progress import Listener, Monitor
 from reducer.session import Result, Settings, UserError
-from reducer.workspace import Size
 
 STATS_SCHEMA = "ireereduce-stats/1"
 
@@ -88,7 +88,7 @@ def reduce(
     Give one of `check` (a script: exit 0 = interesting; `test_args` follow the
     candidate's path), `compile` (the built-in failure oracle; more built-in oracles
     through the other `Settings` fields: against, mismatch, slower_than, ...) or `oracle`
-    (any `reducer.oracle.Oracle`). `on_event(kind, fields)` gets the progress events of
+    (any `reducer.core.oracle.Oracle`). `on_event(kind, fields)` gets the progress events of
     docs/progress-schema.json. Bad input raises `UserError` (its `code` is the command's
     exit code); an interrupted, stopped or flaky run returns with that status.
     """
@@ -201,5 +201,5 @@ def write_stats(path: str, reduction: Reduction) -> None:
 
 
 def trivial(text: str) -> bool:
-    """See reducer.ir.trivial."""
+    """See reducer.core.ir.trivial."""
     return irutil.trivial(text)

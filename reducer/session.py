@@ -22,19 +22,20 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from reducer import dispatch, limits, phases, upstream
-from reducer import ir as irutil
-from reducer.cache import JournaledExecutor, VerdictJournal, key
-from reducer.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
-from reducer.executor import Executor, LocalExecutor
-from reducer.flags import reduce_flags
-from reducer.oracle import Oracle, RepeatOracle, ScriptOracle, Verdict, run_scope
-from reducer.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
-from reducer.oracles.command import Command, CommandError
+from reducer.core import ir as irutil
+from reducer.core import limits
+from reducer.core.cache import JournaledExecutor, VerdictJournal, key
+from reducer.core.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
+from reducer.core.executor import Executor, LocalExecutor
+from reducer.core.oracle import Oracle, RepeatOracle, ScriptOracle, Verdict, run_scope
+from reducer.core.state import Busy, OutputLock, RunState, differences, fingerprint
+from reducer.core.strategy import Strategy, canonical_name, discover
+from reducer.core.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
+from reducer.iree import dispatch, phases, upstream
+from reducer.iree.flags import reduce_flags
+from reducer.iree.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
+from reducer.iree.oracles.command import Command, CommandError
 from reducer.progress import Monitor
-from reducer.state import Busy, OutputLock, RunState, differences, fingerprint
-from reducer.strategy import Strategy, canonical_name, discover
-from reducer.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class Settings:
     for_upstream: bool = False
     report: str | None = None
     report_json: str | None = None
-    # Where checks run (reducer/executor.py): "local" worker processes, or "dask".
+    # Where checks run (reducer/core/executor.py): "local" worker processes, or "dask".
     executor: str = "local"
     scheduler: str | None = None  # a running Dask scheduler's address; None: an embedded LocalCluster
     resources: dict[str, float] = attrs.field(factory=dict)  # Dask worker resources each check holds
@@ -500,7 +501,7 @@ def make_executor(settings: Settings, oracle: Oracle | None, factory: type[Execu
         return factory(oracle, settings.workers())  # type: ignore[call-arg]  # the ABC declares no __init__; every executor takes these two
     if settings.executor == "dask":
         try:
-            from reducer.dask_executor import DaskExecutor, ExecutorUnavailable
+            from reducer.core.dask_executor import DaskExecutor, ExecutorUnavailable
         except ImportError:
             raise UserError(EXIT_EXECUTOR, "--executor dask needs Dask: pip install 'ireereduce[dask]'") from None
         try:

@@ -5,7 +5,7 @@ then op-level removal, then operand and type rewrites, then attribute polish. Th
 strategies, for input that does not parse, keep their own order at the end. Plug-ins from
 the `ireereduce.strategies` entry points run after all of these."""
 
-from reducer.strategy import Strategy
+from reducer.core.strategy import Strategy
 from strategies.arguments_to_constants import ArgumentsToConstants
 from strategies.attributes import Attributes
 from strategies.drop_ops import DropOps

@@ -12,21 +12,22 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, functions, has_uses, op_at, zero_literal
-from strategies.remove_results_and_arguments import rewrite_signature
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import has_uses, op_at
+from strategies._ir.rewriter import Rewriter, zero_literal
+from strategies._ir.signatures import rewrite_signature
+from strategies._ir.symbols import Symbols
 
 
-class ArgumentsToConstants(Strategy):
+class ArgumentsToConstants(Strategy[MLIRProgram]):
     name = "arguments-to-constants"
     summary = "replace a function argument by a zero constant (dropping it from call sites)"
     moves = True
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
-        fns = functions(program.memo, program.root)
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
+        fns = program.analysis(Symbols)
         edits = []
-        for name, path in fns.paths.items():
+        for name, path in fns.functions.items():
             if fns.fixed_signature(name):
                 continue
             func = op_at(program, path)
@@ -35,16 +36,16 @@ class ArgumentsToConstants(Strategy):
                     edits.append(Edit("constant", path, (name, k)))
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        fns = functions(program.memo, program.root)
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
+        fns = program.analysis(Symbols)
         by_function: dict[str, set[int]] = {}
         for e in edits:
             name, k = e.arg
             by_function.setdefault(name, set()).add(k)
         for name, ks in sorted(by_function.items()):
-            func = rewriter.table[fns.paths[name]]
+            func = rewriter.table[fns.functions[name]]
             entry = func.regions[0].blocks[0]
             first = next(iter(entry.operations)).operation
             for k in sorted(ks):

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer import ir as irutil
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import walk_paths
+from reducer.core import ir as irutil
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import walk_paths
 
 #: Optional inherent flags, removed from the text in one edit per kind.
 INLINE_FLAGS = {"fastmath": re.compile(r" fastmath<[^>]*>"), "overflow": re.compile(r" overflow<[^>]*>")}
@@ -30,12 +30,11 @@ def _droppable(op: ir.Operation, name: str) -> bool:
     return irutil.discardable(name) or not op.context.is_registered_operation(op.name)
 
 
-class Attributes(Strategy):
+class Attributes(Strategy[MLIRProgram]):
     name = "attributes"
     summary = "drop discardable and optional attributes one at a time; strip all locations at once"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         edits = []
         if _LOC.search(program.text) and "loc(unknown)" not in program.text:
             edits.append(Edit("strip-locations"))
@@ -44,7 +43,7 @@ class Attributes(Strategy):
             edits += [Edit("drop", path, name) for name in op.attributes if _droppable(op, name)]
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | str | None:
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | str | None:
         root = program.clone()
         table = dict(walk_paths(root))
         for e in edits:

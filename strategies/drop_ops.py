@@ -10,19 +10,19 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, body_ops
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import body_ops
+from strategies._ir.rewriter import Rewriter
 
 
-class DropOps(Strategy):
+class DropOps(Strategy[MLIRProgram]):
     name = "drop-ops"
     summary = "erase ops, replacing uses by an operand, a dominating value, zero, a new argument or poison"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         return [Edit("drop", path) for path, _op in body_ops(program.root)]
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        Rewriter(root).drop(sorted(e.path for e in edits))
-        return root
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        rewriter.drop(sorted(e.path for e in edits))
+        return rewriter.root

@@ -12,16 +12,16 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, body_ops
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import body_ops
+from strategies._ir.rewriter import Rewriter
 
 
-class ForwardOperands(Strategy):
+class ForwardOperands(Strategy[MLIRProgram]):
     name = "forward-operands"
     summary = "replace an op's results by same-typed operands, for every operand position"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         edits = []
         for path, op in body_ops(program.root):
             if not len(op.results):
@@ -34,9 +34,9 @@ class ForwardOperands(Strategy):
                     edits.append(Edit("forward", path, k))
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
         chosen: dict[tuple[int, ...], int] = {}
         for e in sorted(edits):
             chosen.setdefault(e.path, e.arg)  # two positions of one op: the first wins

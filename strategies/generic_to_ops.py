@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, attributes_of, get_attr, has_uses, walk_paths
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import attributes_of, get_attr, has_uses, walk_paths
+from strategies._ir.rewriter import Rewriter
 
 
 def _eligible(op: ir.Operation) -> bool:
@@ -49,17 +50,16 @@ def _eligible(op: ir.Operation) -> bool:
     return all(v in inside for v in ops[-1].operands)
 
 
-class GenericToOps(Strategy):
+class GenericToOps(Strategy[MLIRProgram]):
     name = "generic-to-ops"
     summary = "an elementwise linalg.generic becomes its body's arith/math ops on tensors"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         return [Edit("unfuse", path) for path, op in walk_paths(program.root) if len(path) > 3 and _eligible(op)]
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
         for path in sorted((e.path for e in edits), reverse=True):
             op = rewriter.op(path)
             if op is not None and _eligible(op):

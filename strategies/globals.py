@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, analyse, get_attr, op_at, symbol_name, walk_paths
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import get_attr, op_at, symbol_name, walk_paths
+from strategies._ir.rewriter import Rewriter
+from strategies._ir.symbols import Symbols
 
 #: global op -> (attribute holding its initial value, load ops, store ops)
 GLOBALS = {
@@ -27,13 +29,12 @@ GLOBALS = {
 }
 
 
-class Globals(Strategy):
+class Globals(Strategy[MLIRProgram]):
     name = "globals"
     summary = "fold a global into its loads (as constants) and drop its stores; drop extra executable variants"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
-        users = analyse(program).users
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
+        users = program.analysis(Symbols).users
         edits = []
         variants_seen: dict[tuple[int, ...], int] = {}
         for path, op in walk_paths(program.root):
@@ -49,10 +50,10 @@ class Globals(Strategy):
                     edits.append(Edit("drop-variant", path))
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        users = analyse(program).users
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
+        users = program.analysis(Symbols).users
         for e in sorted(edits, key=lambda e: e.path, reverse=True):
             op = rewriter.op(e.path)
             if op is None:

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from iree.compiler import ir
 from iree.compiler.dialects import linalg
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, walk_paths
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import walk_paths
+from strategies._ir.rewriter import Rewriter
 
 _NOT_FILLABLE = frozenset({"linalg.fill", "linalg.yield", "linalg.index"})
 
@@ -32,12 +33,11 @@ def _fillable(op: ir.Operation) -> bool:
     )
 
 
-class IreeSimplify(Strategy):
+class IreeSimplify(Strategy[MLIRProgram]):
     name = "iree-simplify"
     summary = "linalg op -> linalg.fill of zero into its init; remove util.optimization_barrier"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         edits = []
         for path, op in walk_paths(program.root):
             if op.name == "util.optimization_barrier":
@@ -46,9 +46,9 @@ class IreeSimplify(Strategy):
                 edits.append(Edit("fill", path))
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
         for e in sorted(edits, key=lambda e: e.path, reverse=True):  # inner ops first
             op = rewriter.op(e.path)
             if op is None:

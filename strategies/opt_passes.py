@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from iree.compiler import ir, passmanager
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
 
 #: name -> pipeline on builtin.module, cheapest and most often useful first
 PIPELINES: dict[str, str] = {
@@ -30,15 +30,15 @@ PIPELINES: dict[str, str] = {
 }
 
 
-class OptPasses(Strategy):
+class OptPasses(Strategy[MLIRProgram]):
     name = "opt-passes"
     summary = "run canonicalize, cse, symbol-dce, inline or an IREE cleanup pass, each as one candidate"
     moves = True
 
-    def opportunities(self, program: Program) -> list[Edit]:
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         return [Edit("pass", (), name) for name in PIPELINES]
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
         for e in edits:
             try:

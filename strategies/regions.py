@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, drop_for_iter_args, has_uses, inline_block, walk_paths
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import has_uses, walk_paths
+from strategies._ir.rewriter import Rewriter, drop_for_iter_args, inline_block
 
 #: op name -> edit kinds offered for it (checked further in `_kinds`)
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -50,12 +51,11 @@ def _kinds(op: ir.Operation) -> list[tuple[str, object]]:
     return out
 
 
-class Regions(Strategy):
+class Regions(Strategy[MLIRProgram]):
     name = "regions"
     summary = "scf.if -> a branch, loops -> once or never, unwrap regions, linalg body -> yield an input"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         return [
             Edit(kind, path, arg)
             for path, op in walk_paths(program.root)
@@ -63,9 +63,9 @@ class Regions(Strategy):
             for kind, arg in _kinds(op)
         ]
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
         done: set[tuple[int, ...]] = set()
         dropped_iter_args: dict[tuple[int, ...], set[int]] = {}
         for e in edits:

@@ -11,16 +11,16 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, body_ops, cuts_nothing, zero_literal
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import body_ops, cuts_nothing
+from strategies._ir.rewriter import Rewriter, zero_literal
 
 
-class ReplaceWithZero(Strategy):
+class ReplaceWithZero(Strategy[MLIRProgram]):
     name = "replace-with-zero"
     summary = "replace an op's results by zero constants / zero splats, cutting its inputs"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         edits = []
         for path, op in body_ops(program.root):
             if not len(op.results) or cuts_nothing(op) or any(zero_literal(r.type) is None for r in op.results):
@@ -29,9 +29,9 @@ class ReplaceWithZero(Strategy):
         edits.reverse()  # later values first: their inputs are the larger slices
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
         for path in sorted(e.path for e in edits):
             op = rewriter.op(path)
             if op is not None:

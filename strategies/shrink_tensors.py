@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from reducer.ir import SHAPED_DIMS
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.ir import SHAPED_DIMS
+from reducer.core.strategy import Edit, Program, Strategy
 
 _DENSE = re.compile(r"\b(dense|dense_resource)<")
 _FIRST_SCALAR = re.compile(r"\(\s*[^)]*\)|[^\[\],\s]+")
@@ -102,7 +102,7 @@ def find_dims(text: str) -> Counter[int]:
     return dims
 
 
-class ShrinkTensors(Strategy):
+class ShrinkTensors(Strategy[Program]):
     name = "shrink-tensors"
     summary = "replace dense literals with splats; shrink static dimension sizes everywhere at once"
 
@@ -138,6 +138,9 @@ class ShrinkTensors(Strategy):
 
     @staticmethod
     def _literals(program: Program) -> list[Literal]:
-        if "shrink-tensors" not in program.memo:
-            program.memo["shrink-tensors"] = find_literals(program.text)
-        return program.memo["shrink-tensors"]
+        return program.analysis(_literals_of)
+
+
+def _literals_of(program: Program) -> list[Literal]:
+    """The program's dense literals, found once per program (a regex over the whole text)."""
+    return find_literals(program.text)

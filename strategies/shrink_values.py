@@ -21,17 +21,10 @@ from typing import Any
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import (
-    Path,
-    functions,
-    get_attr,
-    is_function,
-    op_at,
-    op_key,
-    set_function_type,
-    walk_paths,
-)
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import Path, get_attr, is_function, op_at, op_key, walk_paths
+from strategies._ir.signatures import set_function_type
+from strategies._ir.symbols import Symbols
 
 
 def _static(t: ir.Type) -> list[int] | None:
@@ -45,15 +38,14 @@ def _sizes(d: int) -> list[int]:
     return sorted({s for s in (1, 3, d // 2) if 0 < s < d})
 
 
-class ShrinkValues(Strategy):
+class ShrinkValues(Strategy[MLIRProgram]):
     name = "shrink-values"
     summary = "shrink one constant's or argument's dims, and the elementwise ops that share its shape"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
-        fns = functions(program.memo, program.root)
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
+        fns = program.analysis(Symbols)
         scored: list[tuple[int, Edit]] = []
-        for name, fpath in fns.paths.items():
+        for name, fpath in fns.functions.items():
             if fns.called(name):
                 continue  # its callers would need arguments of the new shape
             for k, arg in enumerate(op_at(program, fpath).regions[0].blocks[0].arguments):
@@ -71,7 +63,7 @@ class ShrinkValues(Strategy):
         scored.sort(key=lambda item: item)
         return [e for _n, e in scored]
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
         root = program.clone()
         table = dict(walk_paths(root))
         targets: dict[tuple[Path, int], dict[int, int]] = {}  # (path, argument or -1) -> dim -> size

@@ -12,24 +12,25 @@ from collections.abc import Sequence
 import networkx as nx
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, analyse
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.rewriter import Rewriter
+from strategies._ir.symbols import Symbols
 
 
-class SplitFunctions(Strategy):
+class SplitFunctions(Strategy[MLIRProgram]):
     name = "split-functions"
     summary = "delete functions and other symbols, or keep one function (and what it needs) alone"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        info = analyse(program)
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
+        info = program.analysis(Symbols)
         edits: list[Edit] = []
         if len(info.symbols) > 1:
             edits += [Edit("keep-only", info.symbols[f], f) for f in info.functions]
         edits += [Edit("delete", path, name) for name, path in info.symbols.items()]
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        info = analyse(program)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        info = program.analysis(Symbols)
         keep_targets = [e.arg for e in edits if e.kind == "keep-only"]
         doomed = {e.arg for e in edits if e.kind == "delete"}
         if keep_targets:
@@ -46,10 +47,10 @@ class SplitFunctions(Strategy):
                 if owner is not None and owner not in doomed:
                     doomed.add(owner)
                     work.append(owner)
-        root = program.clone()
+        rewriter = Rewriter(program)
+        root = rewriter.root
         doomed_paths = {info.symbols[n] for n in doomed}
         user_paths = {p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3}
-        rewriter = Rewriter(root, called=set(info.users))
         for target in keep_targets:
             if target not in doomed:  # an entry point must not be private, or compilers drop it
                 op = rewriter.table[info.symbols[target]]

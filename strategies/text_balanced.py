@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
+from strategies._text import cut
 
 PAIRS = {"{": "}", "(": ")"}
 
@@ -24,7 +25,7 @@ def balanced_spans(text: str) -> list[tuple[int, int]]:
     return sorted(spans)
 
 
-class TextBalanced(Strategy):
+class TextBalanced(Strategy[Program]):
     name = "text-balanced"
     summary = "delete or empty balanced {} / () blocks (fallback for input that does not parse)"
     modes = frozenset({"text"})
@@ -36,17 +37,10 @@ class TextBalanced(Strategy):
         return edits
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> str | None:
-        cuts: list[tuple[int, int]] = []
-        for e in edits:  # a deletion covers everything nested inside it
-            start, end = e.arg
-            cuts.append((start, end + 1) if e.kind == "delete" else (start + 1, end))
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(cuts):
-            if merged and start < merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-            else:
-                merged.append((start, end))
-        text = program.text
-        for start, end in reversed(merged):
-            text = text[:start] + text[end:]
-        return text
+        return cut(program.text, map(_cut_span, edits))
+
+
+def _cut_span(edit: Edit) -> tuple[int, int]:
+    """A deletion takes the brackets too; hollowing keeps them (`cut` merges nested ones)."""
+    start, end = edit.arg
+    return (start, end + 1) if edit.kind == "delete" else (start + 1, end)

@@ -1,23 +1,22 @@
 """text-lines: delete lines. The first fallback when the input does not parse as MLIR
-(C-Reduce/C-Vise pass_lines; it takes the easy 80% fast)."""
+(C-Reduce/C-Vise pass_lines: coarse, so it takes the easy part fast)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
+from strategies._text import cut, line_spans
 
 
-class TextLines(Strategy):
+class TextLines(Strategy[Program]):
     name = "text-lines"
     summary = "delete lines (fallback for input that does not parse)"
     modes = frozenset({"text"})
 
     def opportunities(self, program: Program) -> list[Edit]:
-        lines = program.text.splitlines(keepends=True)
-        return [Edit("line", (), i) for i, line in enumerate(lines) if line.strip()]
+        text = program.text
+        return [Edit("line", (), span) for span in line_spans(text) if text[span[0] : span[1]].strip()]
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> str | None:
-        gone = {e.arg for e in edits}
-        lines = program.text.splitlines(keepends=True)
-        return "".join(line for i, line in enumerate(lines) if i not in gone)
+        return cut(program.text, (e.arg for e in edits))

@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.strategy import Edit, Program, Strategy
+from strategies._text import cut
 
 TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[%@^#!]?[\w.$-]+|\S')
 
 
-class TextTokens(Strategy):
+class TextTokens(Strategy[Program]):
     name = "text-tokens"
     summary = "delete single tokens (fallback for input that does not parse)"
     modes = frozenset({"text"})
@@ -19,7 +20,4 @@ class TextTokens(Strategy):
         return [Edit("token", (), (m.start(), m.end())) for m in TOKEN.finditer(program.text)]
 
     def apply(self, program: Program, edits: Sequence[Edit]) -> str | None:
-        text = program.text
-        for start, end in sorted((e.arg for e in edits), reverse=True):
-            text = text[:start] + text[end:]
-        return text
+        return cut(program.text, (e.arg for e in edits))

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from reducer.ir import SHAPED_DIMS
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core.ir import SHAPED_DIMS
+from reducer.core.strategy import Edit, Program, Strategy
 
 DEMOTIONS = (("f64", "f32"), ("i64", "i32"), ("f32", "f16"))
 
@@ -47,7 +47,7 @@ def _no_unit_dims(t: str) -> str:
     return f"{kind}<{'x'.join(kept + [element])}>"
 
 
-class Types(Strategy):
+class Types(Strategy[Program]):
     name = "types"
     summary = "demote element types (f64->f32, i64->i32, f32->f16), make shapes static, drop unit dims"
 

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Path, Rewriter, attributes_of, drop_for_iter_args, has_uses, walk_paths
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import Path, attributes_of, has_uses, walk_paths
+from strategies._ir.rewriter import Rewriter, drop_for_iter_args
 
 
 def _droppable(op: ir.Operation) -> list[int]:
@@ -38,19 +39,18 @@ def _droppable(op: ir.Operation) -> list[int]:
     return unused
 
 
-class UnusedResults(Strategy):
+class UnusedResults(Strategy[MLIRProgram]):
     name = "unused-results"
     summary = "drop unused results of linalg.generic / scf.for / scf.while with the values their bodies yield"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         return [
             Edit("result", path, k) for path, op in walk_paths(program.root) if len(path) > 3 for k in _droppable(op)
         ]
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        rewriter = Rewriter(root)
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
         plan: dict[Path, set[int]] = {}
         for e in edits:
             plan.setdefault(e.path, set()).add(e.arg)

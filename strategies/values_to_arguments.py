@@ -12,18 +12,19 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import Rewriter, body_ops, cuts_nothing, functions
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import body_ops, cuts_nothing
+from strategies._ir.rewriter import Rewriter
+from strategies._ir.symbols import Symbols
 
 
-class ValuesToArguments(Strategy):
+class ValuesToArguments(Strategy[MLIRProgram]):
     name = "values-to-arguments"
     summary = "make an op's results new function arguments, cutting what computed them"
 
-    def opportunities(self, program: Program) -> list[Edit]:
-        assert program.root is not None
-        fns = functions(program.memo, program.root)
-        entry = {path for name, path in fns.paths.items() if not fns.called(name)}
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
+        fns = program.analysis(Symbols)
+        entry = {path for name, path in fns.functions.items() if not fns.called(name)}
         edits = []
         for path, op in body_ops(program.root):
             if path[:3] not in entry or not len(op.results):
@@ -34,9 +35,9 @@ class ValuesToArguments(Strategy):
         edits.reverse()  # later values have the larger backward slices
         return edits
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        root = program.clone()
-        rewriter = Rewriter(root)  # opportunities are in uncalled functions; the check agrees
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        rewriter = Rewriter(program)
+        root = rewriter.root
         done = False
         for path in sorted(e.path for e in edits):
             op = rewriter.op(path)

@@ -14,48 +14,37 @@ from collections.abc import Sequence
 
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from strategies._ir import (
-    Path,
-    Rewriter,
-    attributes_of,
-    function_type,
-    functions,
-    get_attr,
-    has_uses,
-    is_terminator,
-    op_at,
-    op_key,
-    set_function_type,
-    walk_paths,
-)
+from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import Path, attributes_of, get_attr, has_uses, is_terminator, op_at, op_key, walk_paths
+from strategies._ir.rewriter import Rewriter
+from strategies._ir.signatures import function_type, set_function_type
+from strategies._ir.symbols import Symbols
 
 
-class ValuesToReturn(Strategy):
+class ValuesToReturn(Strategy[MLIRProgram]):
     name = "values-to-return"
     summary = "return an intermediate value (or an argument) from its function, dropping everything after it"
 
-    def opportunities(self, program: Program) -> list[Edit]:
+    def opportunities(self, program: MLIRProgram) -> list[Edit]:
         return list(_ranked(program))
 
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | None:
-        assert program.root is not None
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
         rank = _ranked(program)
-        fns = functions(program.memo, program.root)
+        fns = program.analysis(Symbols)
         chosen: dict[Path, Edit] = {}  # function -> its best-ranked edit in this subset
         for e in sorted(edits, key=lambda e: rank.get(e, len(rank))):
             chosen.setdefault(e.path[:3], e)
         if not chosen:
             return None
-        root = program.clone()
-        rewriter = Rewriter(root)
-        name_of = {path: name for name, path in fns.paths.items()}
+        rewriter = Rewriter(program)
+        root = rewriter.root
+        name_of = {path: name for name, path in fns.functions.items()}
         # A returned call to a function that changes too would change type under it: keep the caller's edit.
         for fpath, e in list(chosen.items()):
             if e.kind == "value":
                 op = op_at(program, e.path)
                 callee = get_attr(op, "callee") if op.name == "func.call" else None
-                target = fns.paths.get(ir.FlatSymbolRefAttr(callee).value) if callee is not None else None
+                target = fns.functions.get(ir.FlatSymbolRefAttr(callee).value) if callee is not None else None
                 if target is not None and target != fpath:
                     chosen.pop(target, None)
         new_types: dict[str, ir.Type] = {}
@@ -69,15 +58,16 @@ class ValuesToReturn(Strategy):
         return root
 
 
-def _ranked(program: Program) -> dict[Edit, int]:
+def _ranked(program: MLIRProgram) -> dict[Edit, int]:
+    """Every edit with its position, once per program (apply reads it for every subset)."""
+    return program.analysis(_ranking)
+
+
+def _ranking(program: MLIRProgram) -> dict[Edit, int]:
     """Every edit with its position: most ops cut first, then program order."""
-    cached = program.memo.get("values-to-return")
-    if cached is not None:
-        return cached
-    assert program.root is not None
-    fns = functions(program.memo, program.root)
+    fns = program.analysis(Symbols)
     scored: list[tuple[int, Edit]] = []
-    for name, fpath in fns.paths.items():
+    for name, fpath in fns.functions.items():
         if fns.fixed_signature(name):
             continue
         func = op_at(program, fpath)
@@ -85,15 +75,13 @@ def _ranked(program: Program) -> dict[Edit, int]:
             continue  # a return in the entry block would leave the other blocks' returns behind
         scored += _spread(_candidates(fpath, func))
     scored.sort(key=lambda item: (-item[0], item[1].path, item[1].kind, item[1].arg))  # tuples: cheap to compare
-    ranked = {e: i for i, (_cut, e) in enumerate(scored)}
-    program.memo["values-to-return"] = ranked
-    return ranked
+    return {e: i for i, (_cut, e) in enumerate(scored)}
 
 
 #: Values offered per function and round. The alternatives exclude each other and most of
-#: them fail when the bug sits late (they cut it): on a 200-op chain, offering every value
-#: cost 143 checks. Evenly spread ones find where the bug starts to go within a fraction
-#: of the body; the next round, on the smaller function, looks closer.
+#: them fail when the bug sits late (they cut it), so offering every value costs a check
+#: per value (benchmarks/README.md). Evenly spread ones find where the bug starts to go
+#: within a fraction of the body; the next round, on the smaller function, looks closer.
 PER_FUNCTION = 8
 
 

@@ -10,9 +10,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from reducer.ir import PrintOptions  # noqa: E402
-from reducer.strategy import Program  # noqa: E402
-from reducer.workspace import MLIRWorkspace  # noqa: E402
+from reducer.core.ir import PrintOptions  # noqa: E402
+from reducer.core.strategy import MLIRProgram  # noqa: E402
+from reducer.core.workspace import MLIRWorkspace  # noqa: E402
 
 
 def make_script(path: Path, body: str) -> Path:
@@ -33,7 +33,7 @@ def workspace(text: str) -> MLIRWorkspace:
     return MLIRWorkspace(text, PrintOptions())
 
 
-def program(text: str) -> Program:
+def program(text: str) -> MLIRProgram:
     return workspace(text).program
 
 

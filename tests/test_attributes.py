@@ -1,7 +1,7 @@
 from conftest import each_edit, program
 
-from reducer.ir import PrintOptions
-from reducer.workspace import MLIRWorkspace
+from reducer.core.ir import PrintOptions
+from reducer.core.workspace import MLIRWorkspace
 from strategies.attributes import Attributes
 
 TEXT = """

@@ -17,11 +17,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "checks"))
 
 import cases  # noqa: E402
+import measured  # noqa: E402
 import models  # noqa: E402
 import numeric_mismatch  # noqa: E402
 import run  # noqa: E402
 
-from reducer import ir  # noqa: E402
+from reducer.core import ir  # noqa: E402
 
 
 def _ops(text: str) -> int:
@@ -183,3 +184,36 @@ def test_summary_compares_against_peers_that_ran_and_still_fail(capsys: pytest.C
     assert "| 1 / 10 s / 20 |" in line and "1.0%" in line
     assert line.count("iree-reduce: 1 / 10 s / 35") == 2  # smallest and fewest calls
     assert "mlir-reduce" not in line and "cvise" not in line and "picire" not in line
+
+
+def test_every_results_file_records_the_commit_it_measured():
+    """A number without the commit it measured cannot be reproduced or compared. Rows from
+    before the writers recorded it say "unknown" rather than a guessed commit."""
+    import json
+
+    files = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+    assert len(files) >= 5
+    for path in files:
+        data = json.loads(path.read_text())
+        rows = data if isinstance(data, list) else [data]
+        missing = [i for i, row in enumerate(rows) if not row.get("commit")]
+        assert not missing, f"{path.name}: rows {missing[:5]} record no commit"
+
+
+def test_the_measured_commit_marks_changes_outside_the_results(tmp_path: Path):
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+    assert measured.commit(tmp_path) == "unknown"  # not a checkout
+    git("init", "-q")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "code.py").write_text("a = 1\n")
+    (tmp_path / "benchmarks" / "results" / "r.json").write_text("[]\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    head = git("rev-parse", "--short=12", "HEAD")
+    assert measured.commit(tmp_path) == head
+    (tmp_path / "benchmarks" / "results" / "r.json").write_text("[1]\n")  # a result being written
+    assert measured.commit(tmp_path) == head
+    (tmp_path / "code.py").write_text("a = 2\n")  # the code measured is not HEAD's
+    assert measured.commit(tmp_path) == head + "+"

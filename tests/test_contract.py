@@ -13,7 +13,7 @@ import pytest
 from conftest import make_script
 
 from reducer import session
-from reducer.oracle import ScriptOracle as Oracle
+from reducer.core.oracle import ScriptOracle as Oracle
 
 SMALL = """func.func @f(%a: f32) -> f32 {
   %0 = arith.negf %a : f32

@@ -140,8 +140,8 @@ def test_every_subset_of_a_linalg_function_verifies_or_is_rejected():
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from programs import mlp
 
-    from reducer import ir as irutil
-    from reducer.workspace import Candidate, Rejected
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import Candidate, Rejected
 
     text = mlp(layers=1, bad_layer=0)
     ws = workspace(text)

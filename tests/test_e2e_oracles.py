@@ -16,7 +16,7 @@ import pytest
 from conftest import needs_iree
 from programs import COMPILE, const_eval_model, mlp, powf_model, two_bugs
 
-from reducer import signature
+from reducer.iree import signature
 from reducer.session import Settings, reduce_file
 
 pytestmark = [pytest.mark.e2e, needs_iree]
@@ -55,7 +55,7 @@ def test_a_compile_failure_is_reduced_without_slipping_to_the_second_bug(tmp_pat
     assert compile_signature(out).matches(original)
     assert "--iree-llvmcpu-target-cpu=generic" in result.findings.flags_removed
     # The report a bot files: valid against the documented schema, the repro and its command inside.
-    from reducer import report as reporting
+    from reducer.iree import report as reporting
 
     data = reporting.build(result, str(src), "reduced")
     reporting_json = json.loads(reporting.to_json(data))
@@ -168,7 +168,7 @@ POWF = "%e = math.round %x : tensor<8xf32>\n  %p = math.powf %x, %e : tensor<8xf
 def test_a_mismatch_that_differs_another_way_is_a_different_bug(tmp_path: Path):
     """powf of negative bases is NaN on llvm-cpu only; an out-of-range fptosi differs in
     sign and size on both. The second alone is another bug unless slippage is allowed."""
-    from reducer.oracles import MismatchOracle, parse_command
+    from reducer.iree.oracles import MismatchOracle, parse_command
 
     backend = COMPILE.split("llvm-cpu")[0]
     oracle = MismatchOracle(

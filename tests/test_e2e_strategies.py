@@ -10,8 +10,8 @@ import attrs
 import pytest
 from conftest import make_script, needs_iree
 
+from reducer.core.workspace import Size
 from reducer.session import Settings, reduce_file
-from reducer.workspace import Size
 
 pytestmark = [pytest.mark.e2e, needs_iree]
 

@@ -116,7 +116,7 @@ def test_committed_text_is_what_mlir_prints():
     """Commit reuses the candidate's text; it must equal a fresh print of the re-parsed module."""
     from conftest import workspace
 
-    from reducer import ir as irutil
+    from reducer.core import ir as irutil
     from strategies.drop_ops import DropOps
 
     ws = workspace(chain(10, keep=3))
@@ -132,7 +132,7 @@ def test_volume_breaks_a_tie_only_when_ops_and_bytes_are_equal():
     """Volume is computed only for ties, yet a same-size candidate with smaller shapes still wins."""
     from conftest import workspace
 
-    from reducer.workspace import UNKNOWN_VOLUME
+    from reducer.core.workspace import UNKNOWN_VOLUME
 
     class Rewrite:
         name = "rewrite"
@@ -152,7 +152,7 @@ def test_volume_breaks_a_tie_only_when_ops_and_bytes_are_equal():
 
 def test_weight_ranks_wider_types_and_dynamic_dims_above_their_simpler_forms():
     """The tie-breaker is what makes type demotion and static shapes count as progress."""
-    from reducer.ir import tensor_volume as w
+    from reducer.core.ir import tensor_volume as w
 
     assert w("tensor<4xf64>") > w("tensor<4xf32>") > w("tensor<4xf16>")
     assert w("tensor<?x4xf32>") > w("tensor<1x4xf32>")
@@ -171,7 +171,7 @@ class _Replace:
         self.name, self.pairs = name, pairs
 
     def opportunities(self, program):
-        from reducer.strategy import Edit
+        from reducer.core.strategy import Edit
 
         return [Edit("replace", (), i) for i, (old, _new) in enumerate(self.pairs) if old in program.text]
 
@@ -184,10 +184,10 @@ class _Replace:
 
 
 def _engine_run(tmp_path: Path, text: str, check: str, strategies: list, budget: int = 10):
-    from reducer.engine import Engine
-    from reducer.executor import LocalExecutor
-    from reducer.oracle import ScriptOracle as Oracle
-    from reducer.workspace import TextWorkspace
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle as Oracle
+    from reducer.core.workspace import TextWorkspace
 
     script = make_script(tmp_path / "check.sh", check)
     written: list[str] = []

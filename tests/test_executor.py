@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import make_script
 
-from reducer.executor import LocalExecutor
-from reducer.oracle import ScriptOracle
+from reducer.core.executor import LocalExecutor
+from reducer.core.oracle import ScriptOracle
 
 
 def alive(pid: int) -> bool:

@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import attrs
 
-from reducer.executor import LocalExecutor
-from reducer.flags import _pipeline_variants, reduce_flags
-from reducer.oracle import Oracle, Verdict
-from reducer.oracles import CompileOracle, MismatchOracle, parse_command
-from reducer.oracles.command import Command
+from reducer.core.executor import LocalExecutor
+from reducer.core.oracle import Oracle, Verdict
+from reducer.iree.flags import _pipeline_variants, reduce_flags
+from reducer.iree.oracles import CompileOracle, MismatchOracle, parse_command
+from reducer.iree.oracles.command import Command
 
 #: Fails (the bug) only with --target=x and the 'bad' pass in the pipeline.
 FAKE = r"""

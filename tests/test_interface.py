@@ -15,11 +15,12 @@ import pytest
 from conftest import make_script
 from rich.console import Console
 
-from reducer import progress, report, session
+from reducer import progress, session
 from reducer.api import STATS_SCHEMA
-from reducer.engine import RunStats, StrategyStats
+from reducer.core.engine import RunStats, StrategyStats
+from reducer.core.workspace import Size
+from reducer.iree import report
 from reducer.session import Result
-from reducer.workspace import Size
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,9 @@
-"""The rooms of reducer/: the generic core imports neither the strategies nor the IREE room,
-directly or through another module, at run time or for type checking. Read from the
-source (ast), so an import inside a function counts as much as one at the top."""
+"""The rooms of reducer/, by directory: the generic core (reducer/core/) imports neither the
+strategies nor the IREE room (reducer/iree/) nor the layer on top (reducer/*.py: cli, api,
+session, progress); the IREE room imports neither the top nor the strategies; the
+strategies import only the core. Directly or through another module, at run time or for
+type checking: read from the source (ast), so an import inside a function counts as much
+as one at the top. A new file joins its directory's room without being listed here."""
 
 from __future__ import annotations
 
@@ -11,37 +14,35 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Engine, workspace, executors, cache, resume state, limits, progress events, the MLIR
-#: helpers, and the oracle and strategy contracts.
-CORE = [
-    "reducer.engine",
-    "reducer.workspace",
-    "reducer.executor",
-    "reducer.dask_executor",
-    "reducer.cache",
-    "reducer.state",
-    "reducer.limits",
-    "reducer.progress",
-    "reducer.ir",
-    "reducer.oracle",
-    "reducer.strategy",
-]
 
-#: The built-in strategies and the IREE room: built-in oracles, failure signatures,
-#: phases, dispatch isolation, flag reduction, upstream report, the installed report.
-FORBIDDEN = [
-    "strategies",
-    "reducer.oracles",
-    "reducer.signature",
-    "reducer.phases",
-    "reducer.dispatch",
-    "reducer.flags",
-    "reducer.upstream",
-    "reducer.report",
-    "reducer.session",
-    "reducer.api",
-    "reducer.cli",
-]
+def room_of(module: str) -> str:
+    """core, iree, top (reducer/*.py and the package itself) or strategies."""
+    parts = module.split(".")
+    if parts[0] == "strategies":
+        return "strategies"
+    if len(parts) > 1 and parts[1] in ("core", "iree"):
+        return parts[1]
+    return "top"
+
+
+def modules(directory: str) -> list[str]:
+    """Every module in a room's directory (for the top room: reducer/*.py only)."""
+    base = ROOT / directory
+    files = base.glob("*.py") if directory == "reducer" else base.rglob("*.py")
+    found = []
+    for path in sorted(files):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        found.append(".".join(parts))
+    return found
+
+
+#: What each room may not reach.
+FORBIDDEN = {
+    "core": {"strategies", "iree", "top"},
+    "iree": {"strategies", "top"},
+    "strategies": {"iree", "top"},
+}
 
 
 def _file(module: str) -> Path | None:
@@ -56,19 +57,26 @@ def imports(module: str) -> set[str]:
     """Every first-party module `module` names in an import, anywhere in its source."""
     path = _file(module)
     assert path is not None, module
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from reducer import signature` names the submodule, not just the package.
-            found |= {f"{node.module}.{a.name}" for a in node.names if _file(f"{node.module}.{a.name}")}
-            found.add(node.module)
-    return {m for m in found if m.split(".")[0] in ("reducer", "strategies") and m != "reducer"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # a relative import: resolve it against this module's package
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            # `from reducer.iree import signature` names the submodule, not just the package.
+            found |= {f"{base}.{a.name}" for a in node.names if _file(f"{base}.{a.name}")}
+            found.add(base)
+    return {m for m in found if m.split(".")[0] in ("reducer", "strategies")}
 
 
 def reachable(module: str) -> dict[str, str]:
-    """Each first-party module reachable from `module`, with the one that imports it."""
+    """Each first-party module reachable from `module`, with the one that imports it.
+    The package `reducer` itself only re-exports the top layer lazily, so reaching it
+    counts as reaching the top."""
     seen: dict[str, str] = {}
     todo = [module]
     while todo:
@@ -80,18 +88,51 @@ def reachable(module: str) -> dict[str, str]:
     return seen
 
 
-def _forbidden(name: str) -> bool:
-    return any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+ROOMED = [(m, "core") for m in modules("reducer/core")]
+ROOMED += [(m, "iree") for m in modules("reducer/iree")]
+ROOMED += [(m, "strategies") for m in modules("strategies")]
 
 
-@pytest.mark.parametrize("module", CORE)
-def test_the_core_imports_neither_strategies_nor_the_iree_room(module: str):
-    bad = {dep: via for dep, via in reachable(module).items() if _forbidden(dep)}
-    assert not bad, f"{module} reaches {', '.join(f'{d} (imported by {v})' for d, v in sorted(bad.items()))}"
+@pytest.mark.parametrize(("module", "room"), ROOMED, ids=[m for m, _ in ROOMED])
+def test_each_room_stays_below_the_ones_it_must_not_know(module: str, room: str):
+    assert room_of(module) == room
+    bad = {dep: via for dep, via in reachable(module).items() if room_of(dep) in FORBIDDEN[room]}
+    assert not bad, f"{module} ({room}) reaches " + ", ".join(
+        f"{d} ({room_of(d)}, imported by {v})" for d, v in sorted(bad.items())
+    )
 
 
-def test_the_check_sees_imports_inside_functions_and_from_package_imports(tmp_path: Path):
-    """The scanner itself: a lazy import and `from reducer import x` both count."""
+def test_the_rooms_are_found_from_their_directories():
+    """An empty glob would make the check above pass vacuously."""
+    core = modules("reducer/core")
+    assert {"reducer.core.engine", "reducer.core.workspace", "reducer.core.oracle", "reducer.core.strategy"} <= set(
+        core
+    )
+    iree = modules("reducer/iree")
+    assert {"reducer.iree.signature", "reducer.iree.oracles.compile", "reducer.iree.report"} <= set(iree)
+    top = modules("reducer")
+    assert {"reducer", "reducer.session", "reducer.cli", "reducer.api", "reducer.progress"} <= set(top)
+    assert all(room_of(m) == "top" for m in top)
+
+
+def test_the_check_sees_imports_inside_functions_and_from_package_imports():
+    """The scanner itself: a lazy import, `from reducer.iree import x` and a relative
+    import all count."""
     found = imports("reducer.session")
     assert "strategies" in found  # imported inside registry()
-    assert "reducer.dispatch" in found  # `from reducer import dispatch, ...`
+    assert "reducer.iree.dispatch" in found  # `from reducer.iree import dispatch, ...`
+    assert "reducer.core.dask_executor" in found  # imported inside make_executor()
+
+
+def test_the_check_fails_on_a_forbidden_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A core module that imports the IREE room through a relative import is caught."""
+    fake = tmp_path / "reducer" / "core"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "leaky.py").write_text("def f():\n    from ..iree import signature\n")
+    (tmp_path / "reducer" / "iree").mkdir()
+    (tmp_path / "reducer" / "iree" / "__init__.py").write_text("")
+    (tmp_path / "reducer" / "iree" / "signature.py").write_text("")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    bad = [d for d in reachable("reducer.core.leaky") if room_of(d) in FORBIDDEN["core"]]
+    assert bad == ["reducer.iree.signature"] or set(bad) == {"reducer.iree", "reducer.iree.signature"}

@@ -1,6 +1,6 @@
 from conftest import apply_edits, each_edit
 
-from reducer.ir import new_context
+from reducer.core.ir import new_context
 from strategies.opt_passes import PIPELINES, OptPasses
 
 TEXT = """

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reducer.oracle import Run
-from reducer.oracles import CompileOracle, SlowCompileOracle, parse_command, slow
-from reducer.oracles.command import CommandError
-from reducer.oracles.mismatch import declarations, input_flag
+from reducer.core.oracle import Run
+from reducer.iree.oracles import CompileOracle, SlowCompileOracle, parse_command, slow
+from reducer.iree.oracles.command import CommandError
+from reducer.iree.oracles.mismatch import declarations, input_flag
 
 FAKE = r"""
 import os, signal, sys, time

@@ -3,7 +3,7 @@ verdict before, each level falling back on the one above it."""
 
 from __future__ import annotations
 
-from reducer.predictor import START, SuccessModel, size_class
+from reducer.core.predictor import START, SuccessModel, size_class
 
 
 def test_size_classes_are_powers_of_two():

@@ -19,7 +19,7 @@ from conftest import make_script
 
 import reducer
 from reducer import progress
-from reducer.oracle import ScriptOracle
+from reducer.core.oracle import ScriptOracle
 from reducer.session import Settings
 
 SMALL = """func.func @f(%a: f32) -> f32 {

@@ -10,8 +10,8 @@ from conftest import workspace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reducer import ir as irutil
-from reducer.workspace import Candidate, Rejected
+from reducer.core import ir as irutil
+from reducer.core.workspace import Candidate, Rejected
 from strategies import BUILTIN
 
 T = "tensor<4xf32>"

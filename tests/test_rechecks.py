@@ -10,8 +10,8 @@ from typing import ClassVar
 import attrs
 from conftest import make_script
 
-from reducer.executor import LocalExecutor
-from reducer.oracle import ScriptOracle
+from reducer.core.executor import LocalExecutor
+from reducer.core.oracle import ScriptOracle
 from reducer.session import check_repeatedly
 
 

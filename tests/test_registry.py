@@ -13,7 +13,7 @@ from conftest import make_script
 
 from reducer import session
 from reducer.cli import main
-from reducer.strategy import ENTRY_POINT_GROUP, Edit, Program, Strategy, discover
+from reducer.core.strategy import ENTRY_POINT_GROUP, Edit, Program, Strategy, discover
 from strategies import BUILTIN
 
 
@@ -79,7 +79,7 @@ def test_plugins_follow_the_builtins_in_entry_point_name_order(monkeypatch):
 @pytest.mark.parametrize("cls", ["ClashesWithDropOps", "NotAStrategy"])
 def test_a_clashing_or_foreign_plugin_is_rejected_with_a_warning(monkeypatch, caplog, cls: str):
     _plugins(monkeypatch, ("bad", cls))
-    with caplog.at_level(logging.WARNING, logger="reducer.strategy"):
+    with caplog.at_level(logging.WARNING, logger="reducer.core.strategy"):
         found = discover(BUILTIN)
     assert found["drop-ops"] is next(c for c in BUILTIN if c.name == "drop-ops")
     assert "not-a-strategy" not in found and len(found) == len(BUILTIN)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import tempfile
 
-from reducer import report
 from reducer.cli import _backends
+from reducer.iree import report
 
 
 def test_the_candidates_temporary_path_becomes_the_repro_name():
@@ -74,7 +74,7 @@ def test_backends_shorthand_builds_both_compile_commands():
 
 
 def test_the_title_is_the_failure_not_the_oracle():
-    from reducer import signature
+    from reducer.iree import signature
 
     crash = signature.of(
         -6,
@@ -90,8 +90,8 @@ def test_the_title_is_the_failure_not_the_oracle():
 
 
 def _oracle_classes() -> list[type]:
-    import reducer.oracles  # noqa: F401  (registers the built-in oracles as subclasses)
-    from reducer.oracle import Oracle
+    import reducer.iree.oracles  # noqa: F401  (registers the built-in oracles as subclasses)
+    from reducer.core.oracle import Oracle
 
     found, todo = [], [Oracle]
     while todo:
@@ -108,7 +108,7 @@ def test_every_oracle_kind_is_in_the_report_schema_enum():
     import json
     from pathlib import Path
 
-    from reducer.oracle import RepeatOracle, ScriptOracle
+    from reducer.core.oracle import RepeatOracle, ScriptOracle
 
     root = Path(__file__).resolve().parent.parent
     enums = [

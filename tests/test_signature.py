@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reducer import signature
+from reducer.iree import signature
 
 CRASH = """Please report issues to https://github.com/iree-org/iree/issues and include the crash backtrace.
 Stack dump:

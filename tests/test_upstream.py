@@ -3,7 +3,7 @@ each only while the program stays interesting."""
 
 from __future__ import annotations
 
-from reducer import upstream
+from reducer.iree import upstream
 
 PROGRAM = """module attributes {torch.debug_module_name = "AcmeSecretNet"} {
   util.global private @acme_weight = dense_resource<acme_blob> : tensor<4xf32>

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reducer import dispatch, phases
-from reducer.executor import LocalExecutor
-from reducer.oracles import CompileOracle, parse_command
+from reducer.core.executor import LocalExecutor
+from reducer.iree import dispatch, phases
+from reducer.iree.oracles import CompileOracle, parse_command
 
 FAKE = r"""#!{python}
 import os, sys, time

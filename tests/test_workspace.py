@@ -6,8 +6,8 @@ from __future__ import annotations
 from conftest import workspace
 from iree.compiler import ir
 
-from reducer.strategy import Edit, Program, Strategy
-from reducer.workspace import Rejected
+from reducer.core.strategy import Edit, Program, Strategy
+from reducer.core.workspace import Rejected
 
 TEXT = """
 func.func @f(%a: f32) -> f32 {

@@ -9,7 +9,7 @@ backend is not the bug being chased.
     numeric_mismatch.py FILE [--a llvm-cpu] [--b vmvx] [--rtol 1e-3] [--atol 1e-4] [--kind KIND]
 
 --kind asks that the outputs still differ that way ("NaN on a only", one of
-reducer.signature.DIFFERENCES), as the built-in --mismatch oracle does on its own:
+reducer.iree.signature.DIFFERENCES), as the built-in --mismatch oracle does on its own:
 without it, a reduction may slip to any other difference between the backends.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reducer import signature
-from reducer.oracles.mismatch import split_top
+from reducer.iree import signature
+from reducer.iree.oracles.mismatch import split_top
 
 FLAGS = {
     "llvm-cpu": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=generic"],

@@ -7,7 +7,7 @@ import time
 
 import attrs
 
-from reducer.engine import Stopped
+from reducer.core.engine import Stopped
 
 #: What a stop looks like, for the session to catch.
 STOPPED: tuple[type[BaseException], ...] = (Stopped,)

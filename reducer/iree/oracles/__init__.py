@@ -2,9 +2,9 @@
 numeric mismatch between two configurations, a compile-time regression. Each runs the
 real tools on the candidate's bytes and knows nothing of IR."""
 
-from reducer.oracles.command import Command, parse_command
-from reducer.oracles.compile import CompileOracle
-from reducer.oracles.mismatch import MismatchOracle
-from reducer.oracles.slow import SlowCompileOracle
+from reducer.iree.oracles.command import Command, parse_command
+from reducer.iree.oracles.compile import CompileOracle
+from reducer.iree.oracles.mismatch import MismatchOracle
+from reducer.iree.oracles.slow import SlowCompileOracle
 
 __all__ = ["Command", "parse_command", "CompileOracle", "MismatchOracle", "SlowCompileOracle"]

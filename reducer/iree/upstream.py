@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from reducer import ir as irutil
+from reducer.core import ir as irutil
 
 _SYMBOL = re.compile(r'@([A-Za-z_$.][\w$.-]*|"[^"]*")')
 _PREFIX = {"func.func": "f", "util.func": "f", "util.global": "g", "ml_program.global": "g", "hal.executable": "ex"}

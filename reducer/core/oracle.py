@@ -1,6 +1,6 @@
 """Oracles: decide whether a candidate (bytes) is still interesting, knowing nothing of IR.
 
-The user's check script is one (`ScriptOracle`); the built-in ones in `reducer/oracles/`
+The user's check script is one (`ScriptOracle`); the built-in ones in `reducer/iree/oracles/`
 run iree-compile / iree-run-module themselves. For scripts the contract is C-Reduce's, C-Vise's, llvm-reduce's and iree-reduce's: the check
 exits 0 when the candidate is still interesting. It gets the candidate's path as its
 first argument and runs in a fresh temporary directory that also holds the candidate

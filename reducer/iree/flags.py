@@ -14,9 +14,9 @@ import re
 
 import attrs
 
-from reducer.executor import Executor
-from reducer.oracle import Oracle
-from reducer.oracles.command import Command
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle
+from reducer.iree.oracles.command import Command
 
 log = logging.getLogger(__name__)
 

@@ -14,16 +14,54 @@ import platform
 import re
 import subprocess
 import tempfile
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import attrs
 
-from reducer import ir as irutil
-from reducer.oracles.command import resolve_tool
-from reducer.signature import Signature
+from reducer.core import ir as irutil
+from reducer.core.engine import RunStats
+from reducer.core.oracle import Oracle, Verdict
+from reducer.core.workspace import Size
+from reducer.iree.dispatch import Isolated
+from reducer.iree.oracles.command import resolve_tool
+from reducer.iree.signature import Signature
 
-if TYPE_CHECKING:  # pragma: no cover
-    from reducer.session import Result
+
+class Findings(Protocol):
+    """What the workflows found, as the report reads it (the session's `Findings`)."""
+
+    @property
+    def phase(self) -> str | None: ...
+    @property
+    def started_from(self) -> str | None: ...
+    @property
+    def dispatch(self) -> Isolated | None: ...
+    @property
+    def flags_removed(self) -> Sequence[str]: ...
+    @property
+    def for_upstream(self) -> Sequence[str]: ...
+
+
+class Result(Protocol):
+    """A finished run, as the report reads it: the session's `Result` fits. A protocol, so
+    this room need not import the session that sits on top of it."""
+
+    @property
+    def output(self) -> str: ...
+    @property
+    def stats(self) -> RunStats: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def findings(self) -> Findings: ...
+    @property
+    def oracle(self) -> Oracle | None: ...
+    @property
+    def final_verdict(self) -> Verdict | None: ...
+    @property
+    def input_size(self) -> Size | None: ...
+
 
 SCHEMA = "ireereduce-report/1"
 #: Lines of the failure output a report keeps (head and tail).

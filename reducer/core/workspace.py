@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from reducer import ir as irutil
-from reducer.strategy import Edit, Program, Strategy
+from reducer.core import ir as irutil
+from reducer.core.strategy import Edit, MLIRProgram, Program, Strategy
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,7 @@ class Size:
 class Candidate:
     text: str
     size: Size
-    strategy: str
-    edits: tuple[Edit, ...]
+    strategy: str  # the name that made it, for the progress events and the diff header
 
     @property
     def data(self) -> bytes:
@@ -95,7 +94,7 @@ class Workspace(abc.ABC):
                 return Rejected("no-op")
         elif not size.smaller_than(self.size):
             return Rejected("not-smaller")
-        return Candidate(text, size, strategy.name, tuple(edits))
+        return Candidate(text, size, strategy.name)
 
     @abc.abstractmethod
     def _finish(self, result: object) -> tuple[str, Size] | Rejected:
@@ -139,6 +138,7 @@ class TextWorkspace(Workspace):
 
 class MLIRWorkspace(Workspace):
     mode = "mlir"
+    program: MLIRProgram  # what lets an MLIR strategy rely on `program.root`
 
     def __init__(self, text: str, options: irutil.PrintOptions, verify: bool = True) -> None:
         self.options = options
@@ -154,7 +154,6 @@ class MLIRWorkspace(Workspace):
             yield
 
     def canonical(self, options: irutil.PrintOptions) -> str:
-        assert self.program.root is not None
         return irutil.to_text(self.program.root, options, verified=False)
 
     def reprint(self, options: irutil.PrintOptions) -> None:
@@ -170,10 +169,10 @@ class MLIRWorkspace(Workspace):
             size = known.size
             if size.volume == UNKNOWN_VOLUME:
                 size = attrs.evolve(size, volume=irutil.tensor_volume(known.text))
-            self.program, self.size = Program(known.text, root), size
+            self.program, self.size = MLIRProgram(known.text, root), size
             return
         text = irutil.to_text(root, self.options, verified=False)
-        self.program = Program(text, root)
+        self.program = MLIRProgram(text, root)
         self.size = Size(irutil.count_ops(root), len(text.encode()), irutil.tensor_volume(text))
 
     def _finish(self, result: object) -> tuple[str, Size] | Rejected:

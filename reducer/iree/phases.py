@@ -16,8 +16,8 @@ import tempfile
 
 import attrs
 
-from reducer.executor import Executor
-from reducer.oracles.compile import CompileOracle
+from reducer.core.executor import Executor
+from reducer.iree.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,7 @@ class PhaseSearch:
         stops at its phase anyway; the savings are on candidates that compile, which
         otherwise go on through codegen. Stopping after codegen saves nothing: printing
         the IR with the serialized executables as text costs more than the hal and vm
-        phases (xf-f6: 49.6 s with --compile-to=executable-targets, 34.9 s without;
-        conv-i4-odd: 35.3 s with --compile-to=stream, 44.6 s without)."""
+        phases it skips (measured: benchmarks/README.md)."""
         return self.phase is not None and PHASES.index(self.phase) < PHASES.index("executable-targets")
 
 

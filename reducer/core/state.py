@@ -20,7 +20,7 @@ import pickle
 import shutil
 from typing import Any
 
-from reducer.cache import VerdictJournal
+from reducer.core.cache import VerdictJournal
 
 #: Settings that do not change which program the run ends with (or name files only).
 #: Where checks run never changes the result (the engine is deterministic for any -j and

@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from reducer.executor import Executor
-from reducer.oracle import Oracle, Verdict
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle, Verdict
 
 
 def key(data: bytes) -> bytes:

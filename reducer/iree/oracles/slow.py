@@ -14,9 +14,9 @@ from typing import ClassVar
 
 import attrs
 
-from reducer import signature
-from reducer.oracle import CancelFn, Oracle, Run, Verdict, candidate_dir, never, run_in
-from reducer.oracles.command import Command
+from reducer.core.oracle import CancelFn, Oracle, Run, Verdict, candidate_dir, never, run_in
+from reducer.iree import signature
+from reducer.iree.oracles.command import Command
 
 #: Measured above the limit by less than this factor: measure again.
 NEAR = 1.25

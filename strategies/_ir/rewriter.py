@@ -1,138 +1,33 @@
-"""IR helpers shared by the op-level strategies: op paths, symbol references, and
-erasing an op while giving each use of its results something else to use.
+"""Erasing ops from a module copy while giving each use of their results something else:
+the rewriting every op-level strategy shares.
 
-Binding pitfalls handled here (iree-base-compiler 3.13): reading a `complex` dense
-attribute raises TypeError, and `Operation.parse` + `move_before` crashes, so ops
-are built with `Operation.create` at an insertion point.
+Binding pitfall handled here (iree-base-compiler 3.13): `Operation.parse` + `move_before`
+crashes, so ops are built with `Operation.create` at an insertion point.
 """
 
 from __future__ import annotations
 
-import ctypes
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Set
 from typing import Any
 
-import attrs
-import networkx as nx
 from iree.compiler import ir
 
-Path = tuple[int, ...]
-
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def op_key(op: ir.Operation) -> int:
-    """The address of the underlying MLIR operation: a stable dictionary key. (The
-    bindings' hash() of an op is that of the Python wrapper, and the wrapper of one op
-    can be replaced after edits around it, which made hash-keyed indexes miss.)"""
-    capsule = op._CAPIPtr
-    return int(_capsule_pointer(capsule, _CAPSULE_NAME))
-
-
-_CAPSULE_NAME = b"iree.compiler.ir.Operation._CAPIPtr"
-
-_SYMBOL_IN_TEXT = re.compile(r'(?<!:)@("(?:[^"\\]|\\.)*"|[A-Za-z_$.][\w$.\-]*)')
-
-
-#: Ops whose region the printer hides (named linalg ops): nothing inside is worth editing.
-_PRINTED_BODIES = frozenset({"linalg.generic", "linalg.map", "linalg.reduce"})
-
-
-def opaque(op: ir.Operation) -> bool:
-    return op.name.startswith("linalg.") and op.name not in _PRINTED_BODIES
-
-
-def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir.Operation]]:
-    """(path, op) for every op under root, parents first; a path is (region, block, op) triples.
-
-    The implicit bodies of named linalg ops are not entered."""
-    for r, region in enumerate(root.regions):
-        for b, block in enumerate(region.blocks):
-            for i, op in enumerate(block.operations):
-                op = op.operation
-                path = prefix + (r, b, i)
-                yield path, op
-                if len(op.regions) and not opaque(op):
-                    yield from walk_paths(op, path)
-
-
-def body_ops(root: ir.Operation) -> Iterator[tuple[Path, ir.Operation]]:
-    """(path, op) for the ops a strategy may remove: inside a top-level symbol (the
-    symbols themselves are split-functions' job), not terminators, not symbols."""
-    for path, op in walk_paths(root):
-        if len(path) > 3 and not is_terminator(op) and symbol_name(op) is None:
-            yield path, op
-
-
-def outermost(paths: Iterable[Path]) -> list[Path]:
-    """Drop paths nested inside another path of the set: erasing the parent erases them."""
-    ordered = sorted(set(paths))
-    kept: list[Path] = []
-    chosen: set[Path] = set()
-    for p in ordered:
-        if any(p[:n] in chosen for n in range(3, len(p), 3)):
-            continue
-        kept.append(p)
-        chosen.add(p)
-    return kept
-
-
-def is_terminator(op: ir.Operation) -> bool:
-    return op.has_trait(ir.IsTerminatorTrait)
-
-
-def is_isolated(op: ir.Operation) -> bool:
-    return op.name == "builtin.module" or op.has_trait(ir.IsIsolatedFromAboveTrait)
-
-
-def get_attr(op: ir.Operation, name: str) -> ir.Attribute | None:
-    try:
-        return op.attributes[name] if name in op.attributes else None
-    except TypeError:  # e.g. complex dense literals cannot be wrapped
-        return None
-
-
-def symbol_name(op: ir.Operation) -> str | None:
-    attr = get_attr(op, "sym_name")
-    return ir.StringAttr(attr).value if attr is not None else None
-
-
-def is_function(op: ir.Operation) -> bool:
-    return get_attr(op, "function_type") is not None and len(op.regions) > 0 and len(op.regions[0].blocks) > 0
-
-
-def _refs_in_attr(attr: ir.Attribute, out: set[str]) -> None:
-    if isinstance(attr, ir.FlatSymbolRefAttr):
-        out.add(attr.value)
-    elif isinstance(attr, ir.SymbolRefAttr):
-        out.add(attr.value[0])
-    elif isinstance(attr, (ir.DenseElementsAttr, ir.StringAttr, ir.IntegerAttr, ir.FloatAttr, ir.TypeAttr)):
-        return
-    elif isinstance(attr, ir.ArrayAttr):
-        for item in attr:
-            _refs_in_attr(item, out)
-    elif isinstance(attr, ir.DictAttr):
-        for i in range(len(attr)):
-            _refs_in_attr(attr[i].attr, out)
-    else:
-        text = str(attr)
-        if "@" in text:  # symbol refs nested inside dialect attributes
-            out.update(m.group(1).strip('"') for m in _SYMBOL_IN_TEXT.finditer(text))
-
-
-def referenced_symbols(op: ir.Operation) -> set[str]:
-    """Root names of the symbols op's own attributes refer to (not its nested ops')."""
-    out: set[str] = set()
-    for name in op.attributes:
-        if name == "sym_name":
-            continue
-        attr = get_attr(op, name)
-        if attr is not None:
-            _refs_in_attr(attr, out)
-    return out
+from reducer.core.strategy import MLIRProgram
+from strategies._ir.paths import (
+    Path,
+    attributes_of,
+    get_attr,
+    has_uses,
+    is_function,
+    is_isolated,
+    is_terminator,
+    op_key,
+    outermost,
+    symbol_name,
+    walk_paths,
+)
+from strategies._ir.signatures import function_type, set_function_type
+from strategies._ir.symbols import Symbols
 
 
 def zero_literal(t: ir.Type) -> str | None:
@@ -168,15 +63,18 @@ class Rewriter:
     nothing is looked up by object: only by path, through the table made beforehand.
     """
 
-    def __init__(self, root: ir.Operation, called: set[str] | None = None) -> None:
-        self.root = root
+    def __init__(self, program: MLIRProgram) -> None:
+        """Rewrite a fresh clone of program, `self.root` (what the strategy returns)."""
+        self.root = root = program.clone()
         self.table: dict[Path, ir.Operation] = dict(walk_paths(root))
         self._path_of: dict[int, Path] = {op_key(op): p for p, op in self.table.items()}
         self._kids: dict[Path, list[Path]] = {}
         for p in self.table:
             self._kids.setdefault(p[:-3], []).append(p)
         self._erased: set[Path] = set()
-        self._called = called
+        # A function anything refers to may have callers, which a new argument would leave
+        # without a value. Read from the program's one symbol analysis, not a walk of the clone.
+        self._called: Set[str] = program.analysis(Symbols).referenced
         self._zero_cache: dict[str, Any] = {}
         self._first_of_type: dict[Any, tuple[dict[str, ir.Value], dict[int, int]]] = {}
         self._dropping: set[int] = set()
@@ -397,7 +295,7 @@ class Rewriter:
         if not is_function(func):
             return None
         name = symbol_name(func)
-        if name is None or name in self._callees():
+        if name is None or name in self._called:
             return None
         ftype = function_type(func)
         entry = func.regions[0].blocks[0]
@@ -407,14 +305,6 @@ class Rewriter:
         if arg_attrs is not None:
             func.attributes["arg_attrs"] = ir.ArrayAttr.get(list(arg_attrs) + [ir.DictAttr.get({})])
         return arg
-
-    def _callees(self) -> set[str]:
-        if self._called is None:
-            called: set[str] = set()
-            for _path, op in walk_paths(self.root):
-                called |= referenced_symbols(op)
-            self._called = called
-        return self._called
 
     def _erase(self, path: Path) -> None:
         self._erased.add(path)
@@ -469,128 +359,3 @@ def drop_for_iter_args(rewriter: Rewriter, path: Path, loop: ir.Operation, drop:
     for k, result in enumerate(loop.results):
         result.replace_all_uses_with(inits[k] if k in drop else next(new_results))
     rewriter.swap(path, new)
-
-
-def cuts_nothing(op: ir.Operation) -> bool:
-    """True when op's operands are all block arguments or constants: replacing op by a
-    fresh value cuts no computation, so only dropping it (drop-ops) is worth a check."""
-    for value in op.operands:
-        owner = value.owner
-        if not isinstance(owner, ir.Block) and owner.operation.name != "arith.constant":
-            return False
-    return True
-
-
-def function_type(func: ir.Operation) -> ir.FunctionType:
-    return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-
-
-def set_function_type(func: ir.Operation, inputs: list[ir.Type], results: list[ir.Type]) -> None:
-    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
-
-
-def attributes_of(op: ir.Operation) -> dict[str, ir.Attribute]:
-    """op's attributes, to give a rebuilt op (fewer operands, results or iter_args)."""
-    return {name: get_attr(op, name) for name in op.attributes}
-
-
-def has_uses(value: ir.Value) -> bool:
-    for _use in value.uses:
-        return True
-    return False
-
-
-CALL_OPS = frozenset({"func.call"})
-
-
-class Functions:
-    """The module's functions and their call sites: which signatures may change.
-
-    A signature may change only when every reference to the function is a call this
-    module can rewrite (func.call); a function with no references at all is an entry
-    point, whose signature is the user's to keep or lose as the oracle decides.
-    """
-
-    def __init__(self, root: ir.Operation) -> None:
-        self.paths: dict[str, Path] = {}
-        self.calls: dict[str, list[Path]] = {}
-        self.pinned: set[str] = set()  # referenced by something other than a call
-        for path, op in walk_paths(root):
-            if len(path) == 3 and is_function(op):
-                name = symbol_name(op)
-                if name is not None:
-                    self.paths[name] = path
-            refs = referenced_symbols(op)
-            callee = get_attr(op, "callee") if op.name in CALL_OPS else None
-            target = ir.FlatSymbolRefAttr(callee).value if callee is not None else None
-            for ref in refs:
-                if ref == target:
-                    self.calls.setdefault(ref, []).append(path)
-                else:
-                    self.pinned.add(ref)
-
-    def fixed_signature(self, name: str) -> bool:
-        """Something other than a func.call refers to it: its signature must stay."""
-        return name in self.pinned
-
-    def called(self, name: str) -> bool:
-        return bool(self.calls.get(name)) or name in self.pinned
-
-
-def op_at(program: Any, path: Path) -> ir.Operation:
-    """The op at path in a program's (immutable) current module, through a table made once
-    and shared by every strategy in the program's memo."""
-    table = program.memo.get("paths")
-    if table is None:
-        table = program.memo["paths"] = dict(walk_paths(program.root))
-    return table[path]
-
-
-def functions(program_memo: dict, root: ir.Operation) -> Functions:
-    """Functions of a program, computed once per program (strategies share the memo)."""
-    found = program_memo.get("functions")
-    if found is None:
-        found = program_memo["functions"] = Functions(root)
-    return found
-
-
-@attrs.frozen
-class SymbolInfo:
-    """The module's symbols, computed once on the current program and shared by every
-    strategy and every subset (split-functions, globals)."""
-
-    symbols: dict[str, Path]  # top-level symbol -> its path
-    functions: list[str]
-    graph: nx.DiGraph  # symbol -> symbols it references
-    users: dict[str, list[Path]]  # symbol -> ops (outside it) that reference it
-
-
-def analyse(program: Any) -> SymbolInfo:
-    """Top-level symbols, the reference graph and each symbol's users, once per program."""
-    cached = program.memo.get("symbols")
-    if cached is not None:
-        return cached
-    assert program.root is not None
-    symbols: dict[str, Path] = {}
-    functions: list[str] = []
-    owner_of: dict[Path, str] = {}
-    graph = nx.DiGraph()
-    users: dict[str, list[Path]] = {}
-    for path, op in walk_paths(program.root):
-        if len(path) == 3:
-            name = symbol_name(op)
-            if name is not None:
-                symbols[name] = path
-                owner_of[path] = name
-                graph.add_node(name)
-                if is_function(op):
-                    functions.append(name)
-        owner = owner_of.get(path[:3])
-        for ref in referenced_symbols(op):
-            if owner is not None:
-                graph.add_edge(owner, ref)
-            if ref != owner:
-                users.setdefault(ref, []).append(path)
-    info = SymbolInfo(symbols, functions, graph, users)
-    program.memo["symbols"] = info
-    return info

@@ -29,8 +29,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from reducer.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
-from reducer.oracle import CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never
+from reducer.core.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
+from reducer.core.oracle import CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never
 
 log = logging.getLogger(__name__)
 

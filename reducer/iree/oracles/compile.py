@@ -1,6 +1,6 @@
 """Interesting while the compiler fails the way it failed on the original.
 
-The failure is the original's signature (reducer/signature.py) unless the user relaxes
+The failure is the original's signature (reducer/iree/signature.py) unless the user relaxes
 it (--allow-slippage): a candidate that fails differently is "a different bug", which
 is how a compiler reduction usually goes wrong.
 """
@@ -12,9 +12,9 @@ from typing import ClassVar
 
 import attrs
 
-from reducer import signature
-from reducer.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
-from reducer.oracles.command import Command
+from reducer.core.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
+from reducer.iree import signature
+from reducer.iree.oracles.command import Command
 
 
 @attrs.frozen

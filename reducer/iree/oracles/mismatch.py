@@ -2,7 +2,7 @@
 
 Both compile and both runs must succeed: a candidate that breaks one side is not the bug
 being chased. The original's kind of difference (NaN or inf on one side only, opposite
-signs, how far apart: reducer/signature.py) is kept, like a compile failure's signature:
+signs, how far apart: reducer/iree/signature.py) is kept, like a compile failure's signature:
 a candidate that differs only some other way has slipped to another bug. The inputs are generated from the compiled module's ABI declaration (read
 with iree-dump-module), never from the IR, so they follow the program as the reducer
 drops arguments and shrinks shapes: fixed values with negatives, zeros and fractions.
@@ -18,9 +18,9 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from reducer import signature
-from reducer.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
-from reducer.oracles.command import Command, resolve_tool
+from reducer.core.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
+from reducer.iree import signature
+from reducer.iree.oracles.command import Command, resolve_tool
 
 DTYPES = {
     "f16": np.float16,

@@ -35,12 +35,12 @@ from typing import Any
 
 import attrs
 
-from reducer.cache import VerdictCache, key
-from reducer.executor import Executor
-from reducer.oracle import Oracle, Verdict
-from reducer.predictor import SuccessModel
-from reducer.strategy import Edit, Strategy
-from reducer.workspace import Candidate, Rejected, Size, Workspace
+from reducer.core.cache import VerdictCache, key
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle, Verdict
+from reducer.core.predictor import SuccessModel
+from reducer.core.strategy import Edit, Strategy
+from reducer.core.workspace import Candidate, Rejected, Size, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class Engine:
     def _trial(self, strategy: Strategy, move: Candidate | None) -> bool:
         assert move is not None
         self._cancel(keep=set())
-        snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot", ())
+        snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot")
         self.ws.commit(move)
         log.info("%-16s move to %s; reducing from there", strategy.name, self.ws.size)
         self._fixpoint()

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 if TYPE_CHECKING:  # the contract, for annotations only: no cycle at run time
-    from reducer.oracle import Verdict
+    from reducer.core.oracle import Verdict
 
 #: Frames of the crash handler itself, not of the bug.
 _HANDLER_FRAMES = re.compile(
@@ -82,7 +82,7 @@ class Signature:
         errors may come and go with the code around it); for a crash the same assertion,
         the same crashing function and the same pass. Deeper frames are not compared:
         the path to the crash changes as the program shrinks (a rank-0 memref takes
-        another overload), which refused 39 good candidates on the tf32 benchmark."""
+        another overload), so comparing them refuses good candidates (benchmarks/README.md)."""
         if self.kind != original.kind:
             return False
         if original.kind == "crash":

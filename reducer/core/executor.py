@@ -39,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from reducer.oracle import Cancelled, Oracle, Verdict
+from reducer.core.oracle import Cancelled, Oracle, Verdict
 
 log = logging.getLogger(__name__)
 

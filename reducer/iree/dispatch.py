@@ -17,8 +17,8 @@ import time
 
 import attrs
 
-from reducer.executor import Executor
-from reducer.oracles.compile import CompileOracle
+from reducer.core.executor import Executor
+from reducer.iree.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)
 

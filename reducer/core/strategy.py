@@ -10,8 +10,8 @@ from __future__ import annotations
 import abc
 import importlib.metadata
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -43,28 +43,47 @@ class Edit:
         return f"{self.kind}@{where or '-'}{'' if self.arg is None else f'({self.arg})'}"
 
 
+T = TypeVar("T")
+P = TypeVar("P", bound="Program")
+
+
 @attrs.define
 class Program:
-    """What a strategy sees: the current program as canonical text and, when it parses, as IR.
-
-    `root` is the parsed current module and must not be mutated; `clone()` gives a
-    private copy to rewrite.
-    """
+    """What a strategy sees: the current program as canonical text. An `MLIRProgram` adds
+    the parsed module; a text strategy reads `text` from either."""
 
     text: str
-    root: ir.Operation | None = None
-    #: Analyses a strategy derives from this (immutable) program, shared by all its subsets.
-    memo: dict[str, Any] = attrs.field(factory=dict)
+    _memo: dict[Callable[[Any], Any], Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+
+    def analysis(self: P, kind: Callable[[P], T]) -> T:
+        """`kind(self)`, computed once per program and shared by every strategy and every
+        subset (the program is immutable). Keyed by the analysis itself (a class, or a
+        function), so two strategies cannot collide on a name, and the type checker knows
+        what comes back."""
+        try:
+            return self._memo[kind]
+        except KeyError:
+            found = self._memo[kind] = kind(self)
+            return found
+
+
+@attrs.define
+class MLIRProgram(Program):
+    """A program that parsed: `root` is the current module, never None, and must not be
+    mutated; `clone()` gives a private copy to rewrite. MLIR strategies (`Strategy[MLIRProgram]`)
+    get one: the session runs them only on a workspace that parsed its input."""
+
+    root: ir.Operation
 
     def clone(self) -> ir.Operation:
-        if self.root is None:
-            raise ValueError("this program did not parse as MLIR")
         return self.root.clone()
 
 
-class Strategy(abc.ABC):
+class Strategy(abc.ABC, Generic[P]):
     """A pluggable reduction. Subclasses set `name`, `summary` and `modes`; where it runs
-    is its place in the registry list the session passes to the engine."""
+    is its place in the registry list the session passes to the engine. The parameter is
+    the program it reads: `Strategy[MLIRProgram]` for one that walks the IR (its `modes`
+    include "mlir"), `Strategy[Program]` for one that reads text only."""
 
     name: ClassVar[str]
     summary: ClassVar[str]
@@ -77,11 +96,11 @@ class Strategy(abc.ABC):
     moves: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def opportunities(self, program: Program) -> list[Edit]:
+    def opportunities(self, program: P) -> list[Edit]:
         """Every edit this strategy could make, in a fixed order (largest expected win first)."""
 
     @abc.abstractmethod
-    def apply(self, program: Program, edits: Sequence[Edit]) -> ir.Operation | str | None:
+    def apply(self, program: P, edits: Sequence[Edit]) -> ir.Operation | str | None:
         """Apply `edits` together to a copy of `program`.
 
         Return the rewritten module (from `program.clone()`), new text (which the engine

@@ -1,0 +1,133 @@
+"""Op paths and walks: how a strategy names an op so the name survives a clone.
+
+A path is (region, block, op) index triples from the module down; it means the same op
+in the current module and in any clone of it. `Paths` is the table of one walk, made once
+per program and shared by every strategy.
+
+Binding pitfall handled here (iree-base-compiler 3.13): reading a `complex` dense
+attribute raises TypeError (`get_attr` returns None instead).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterable, Iterator
+
+from iree.compiler import ir
+
+from reducer.core.strategy import MLIRProgram
+
+Path = tuple[int, ...]
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_CAPSULE_NAME = b"iree.compiler.ir.Operation._CAPIPtr"
+
+
+def op_key(op: ir.Operation) -> int:
+    """The address of the underlying MLIR operation: a stable dictionary key. (The
+    bindings' hash() of an op is that of the Python wrapper, and the wrapper of one op
+    can be replaced after edits around it, which made hash-keyed indexes miss.)"""
+    capsule = op._CAPIPtr
+    return int(_capsule_pointer(capsule, _CAPSULE_NAME))
+
+
+#: Ops whose region the printer hides (named linalg ops): nothing inside is worth editing.
+_PRINTED_BODIES = frozenset({"linalg.generic", "linalg.map", "linalg.reduce"})
+
+
+def opaque(op: ir.Operation) -> bool:
+    return op.name.startswith("linalg.") and op.name not in _PRINTED_BODIES
+
+
+def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir.Operation]]:
+    """(path, op) for every op under root, parents first.
+
+    The implicit bodies of named linalg ops are not entered."""
+    for r, region in enumerate(root.regions):
+        for b, block in enumerate(region.blocks):
+            for i, op in enumerate(block.operations):
+                op = op.operation
+                path = prefix + (r, b, i)
+                yield path, op
+                if len(op.regions) and not opaque(op):
+                    yield from walk_paths(op, path)
+
+
+def body_ops(root: ir.Operation) -> Iterator[tuple[Path, ir.Operation]]:
+    """(path, op) for the ops a strategy may remove: inside a top-level symbol (the
+    symbols themselves are split-functions' job), not terminators, not symbols."""
+    for path, op in walk_paths(root):
+        if len(path) > 3 and not is_terminator(op) and symbol_name(op) is None:
+            yield path, op
+
+
+def outermost(paths: Iterable[Path]) -> list[Path]:
+    """Drop paths nested inside another path of the set: erasing the parent erases them."""
+    ordered = sorted(set(paths))
+    kept: list[Path] = []
+    chosen: set[Path] = set()
+    for p in ordered:
+        if any(p[:n] in chosen for n in range(3, len(p), 3)):
+            continue
+        kept.append(p)
+        chosen.add(p)
+    return kept
+
+
+def is_terminator(op: ir.Operation) -> bool:
+    return op.has_trait(ir.IsTerminatorTrait)
+
+
+def is_isolated(op: ir.Operation) -> bool:
+    return op.name == "builtin.module" or op.has_trait(ir.IsIsolatedFromAboveTrait)
+
+
+def get_attr(op: ir.Operation, name: str) -> ir.Attribute | None:
+    try:
+        return op.attributes[name] if name in op.attributes else None
+    except TypeError:  # e.g. complex dense literals cannot be wrapped
+        return None
+
+
+def symbol_name(op: ir.Operation) -> str | None:
+    attr = get_attr(op, "sym_name")
+    return ir.StringAttr(attr).value if attr is not None else None
+
+
+def is_function(op: ir.Operation) -> bool:
+    return get_attr(op, "function_type") is not None and len(op.regions) > 0 and len(op.regions[0].blocks) > 0
+
+
+def attributes_of(op: ir.Operation) -> dict[str, ir.Attribute]:
+    """op's attributes, to give a rebuilt op (fewer operands, results or iter_args)."""
+    return {name: get_attr(op, name) for name in op.attributes}
+
+
+def has_uses(value: ir.Value) -> bool:
+    # The bindings have no has_uses/use_empty; `uses` is an iterator, so look at one.
+    return next(iter(value.uses), None) is not None
+
+
+def cuts_nothing(op: ir.Operation) -> bool:
+    """True when op's operands are all block arguments or constants: replacing op by a
+    fresh value cuts no computation, so only dropping it (drop-ops) is worth a check."""
+    for value in op.operands:
+        owner = value.owner
+        if not isinstance(owner, ir.Block) and owner.operation.name != "arith.constant":
+            return False
+    return True
+
+
+class Paths(dict[Path, ir.Operation]):
+    """Every op of the program's (immutable) current module by path, in walk order: one
+    walk per program, shared through `program.analysis(Paths)`."""
+
+    def __init__(self, program: MLIRProgram) -> None:
+        super().__init__(walk_paths(program.root))
+
+
+def op_at(program: MLIRProgram, path: Path) -> ir.Operation:
+    """The op at path in the program's current module (through the shared table)."""
+    return program.analysis(Paths)[path]

@@ -1,0 +1,103 @@
+"""The one symbol analysis of a program: its symbols, functions, who refers to what, and
+which function signatures may change. Reading symbol references means printing dialect
+attributes, so it is done in one pass over the shared path table, once per program
+(`program.analysis(Symbols)`), for every strategy and every subset."""
+
+from __future__ import annotations
+
+import re
+
+import networkx as nx
+from iree.compiler import ir
+
+from reducer.core.strategy import MLIRProgram
+from strategies._ir.paths import Path, Paths, get_attr, is_function, symbol_name
+
+_SYMBOL_IN_TEXT = re.compile(r'(?<!:)@("(?:[^"\\]|\\.)*"|[A-Za-z_$.][\w$.\-]*)')
+
+#: Calls this module knows how to rewrite when a signature changes.
+CALL_OPS = frozenset({"func.call"})
+
+
+def _refs_in_attr(attr: ir.Attribute, out: set[str]) -> None:
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        out.add(attr.value)
+    elif isinstance(attr, ir.SymbolRefAttr):
+        out.add(attr.value[0])
+    elif isinstance(attr, (ir.DenseElementsAttr, ir.StringAttr, ir.IntegerAttr, ir.FloatAttr, ir.TypeAttr)):
+        return
+    elif isinstance(attr, ir.ArrayAttr):
+        for item in attr:
+            _refs_in_attr(item, out)
+    elif isinstance(attr, ir.DictAttr):
+        for i in range(len(attr)):
+            _refs_in_attr(attr[i].attr, out)
+    else:
+        text = str(attr)
+        if "@" in text:  # symbol refs nested inside dialect attributes
+            out.update(m.group(1).strip('"') for m in _SYMBOL_IN_TEXT.finditer(text))
+
+
+def referenced_symbols(op: ir.Operation) -> set[str]:
+    """Root names of the symbols op's own attributes refer to (not its nested ops')."""
+    out: set[str] = set()
+    for name in op.attributes:
+        if name == "sym_name":
+            continue
+        attr = get_attr(op, name)
+        if attr is not None:
+            _refs_in_attr(attr, out)
+    return out
+
+
+class Symbols:
+    """The module's symbols and the references between them.
+
+    A function's signature may change only when every reference to it is a call this
+    module can rewrite (func.call); a function with no references at all is an entry
+    point, whose signature is the user's to keep or lose as the oracle decides.
+    """
+
+    def __init__(self, program: MLIRProgram) -> None:
+        self.symbols: dict[str, Path] = {}  # top-level symbol -> its path
+        self.functions: dict[str, Path] = {}  # top-level functions (with a body), in order
+        self.graph = nx.DiGraph()  # symbol -> symbols it references
+        self.users: dict[str, list[Path]] = {}  # symbol -> ops (outside it) that reference it
+        self.calls: dict[str, list[Path]] = {}  # function -> its func.call sites
+        self.pinned: set[str] = set()  # referenced by something other than a call
+        referenced: set[str] = set()
+        owner_of: dict[Path, str] = {}
+        for path, op in program.analysis(Paths).items():
+            if len(path) == 3:
+                name = symbol_name(op)
+                if name is not None:
+                    self.symbols[name] = path
+                    owner_of[path] = name
+                    self.graph.add_node(name)
+                    if is_function(op):
+                        self.functions[name] = path
+            refs = referenced_symbols(op)
+            if not refs:
+                continue
+            referenced |= refs
+            owner = owner_of.get(path[:3])
+            callee = get_attr(op, "callee") if op.name in CALL_OPS else None
+            target = ir.FlatSymbolRefAttr(callee).value if callee is not None else None
+            for ref in refs:
+                if owner is not None:
+                    self.graph.add_edge(owner, ref)
+                if ref != owner:
+                    self.users.setdefault(ref, []).append(path)
+                if ref == target:
+                    self.calls.setdefault(ref, []).append(path)
+                else:
+                    self.pinned.add(ref)
+        #: Every name anything refers to: a function among them may have callers.
+        self.referenced = frozenset(referenced)
+
+    def fixed_signature(self, name: str) -> bool:
+        """Something other than a func.call refers to it: its signature must stay."""
+        return name in self.pinned
+
+    def called(self, name: str) -> bool:
+        return bool(self.calls.get(name)) or name in self.pinned

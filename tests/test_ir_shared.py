@@ -1,0 +1,116 @@
+"""What the op-level strategies share: the memo on a program and the one symbol analysis
+(reducer/core/strategy.py, strategies/_ir/)."""
+
+import sys
+
+from conftest import workspace
+
+import strategies._ir.symbols as symbols_module
+from reducer.core.strategy import Program
+from strategies._ir.paths import Paths
+from strategies._ir.symbols import Symbols
+from strategies.arguments_to_constants import ArgumentsToConstants
+from strategies.globals import Globals
+from strategies.remove_results_and_arguments import RemoveResultsAndArguments
+from strategies.shrink_values import ShrinkValues
+from strategies.split_functions import SplitFunctions
+from strategies.values_to_arguments import ValuesToArguments
+from strategies.values_to_return import ValuesToReturn
+
+MODULE = """
+util.global private @g = dense<1.0> : tensor<4xf32>
+func.func private @leaf(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = math.exp %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func private @mid(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = call @leaf(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %w = util.global.load @g : tensor<4xf32>
+  %1 = arith.addf %0, %w : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = call @mid(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = arith.negf %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func @unrelated(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+"""
+
+CALL_LEAF, LOAD_G, CALL_MID = (0, 0, 2, 0, 0, 0), (0, 0, 2, 0, 0, 1), (0, 0, 3, 0, 0, 0)
+
+
+def test_one_analysis_answers_every_symbol_question():
+    """Symbols, functions, calls, users and the reference graph come from the same walk."""
+    info = workspace(MODULE).program.analysis(Symbols)
+    assert info.symbols == {
+        "g": (0, 0, 0),
+        "leaf": (0, 0, 1),
+        "mid": (0, 0, 2),
+        "main": (0, 0, 3),
+        "unrelated": (0, 0, 4),
+    }
+    assert list(info.functions) == ["leaf", "mid", "main", "unrelated"]
+    assert info.calls == {"leaf": [CALL_LEAF], "mid": [CALL_MID]}
+    assert info.users == {"leaf": [CALL_LEAF], "g": [LOAD_G], "mid": [CALL_MID]}
+    assert info.pinned == {"g"}  # a load is no call: a global's "signature" cannot change
+    assert set(info.graph.edges) == {("mid", "leaf"), ("mid", "g"), ("main", "mid")}
+    assert info.referenced == {"leaf", "g", "mid"}
+    assert info.called("leaf") and not info.called("main") and not info.fixed_signature("leaf")
+
+
+def test_a_program_reads_its_symbols_once_for_every_strategy_and_subset(monkeypatch):
+    """Seven strategies list their edits and apply one (each apply builds a Rewriter, which
+    asks who is called): every op's symbol references are read once in all."""
+    reads: list[object] = []
+    real = symbols_module.referenced_symbols
+
+    def counting(op):
+        reads.append(op)
+        return real(op)
+
+    for name, module in list(sys.modules.items()):  # wherever it is imported, not only where it lives
+        if name.startswith("strategies") and getattr(module, "referenced_symbols", None) is real:
+            monkeypatch.setattr(module, "referenced_symbols", counting)
+    ws = workspace(MODULE)
+    strategies = [
+        SplitFunctions(),
+        RemoveResultsAndArguments(),
+        ArgumentsToConstants(),
+        ValuesToReturn(),
+        ValuesToArguments(),
+        ShrinkValues(),
+        Globals(),
+    ]
+    applied = 0
+    for strategy in strategies:
+        edits = ws.opportunities(strategy)
+        if edits:
+            ws.materialize(strategy, edits[:1], grow=True)
+            applied += 1
+    assert applied >= 5  # the module gives most of them something to do
+    assert len(reads) == len(ws.program.analysis(Paths))
+
+
+def test_analyses_are_keyed_by_the_analysis_itself_not_by_a_name():
+    program = Program("text")
+
+    def first(p: Program) -> str:
+        return "first"
+
+    def second(p: Program) -> str:
+        return "second"
+
+    second.__name__ = second.__qualname__ = first.__qualname__  # two strategies' helpers, same name
+    assert (program.analysis(first), program.analysis(second)) == ("first", "second")
+
+    class Made:
+        count = 0
+
+        def __init__(self, p: Program) -> None:
+            Made.count += 1
+
+    assert program.analysis(Made) is program.analysis(Made)
+    assert Made.count == 1
