@@ -238,3 +238,46 @@ def test_idle_workers_check_the_moves_while_the_last_round_is_judged(tmp_path: P
         what, *first, when = line.split()  # the deletion's file is empty: no first character
         runs[(what, "".join(first))] = float(when)
     assert runs[("start", "y")] < runs[("end", "")]
+
+
+class _SlowLines:
+    """text-lines whose listing and apply each also spend `delay` seconds of main-process time."""
+
+    modes = frozenset({"text"})
+    shrinks, moves = True, False
+    name = "slow-lines"
+
+    def __init__(self, delay: float) -> None:
+        from strategies.text_lines import TextLines
+
+        self.inner, self.delay, self.applied, self.listed = TextLines(), delay, 0, 0
+
+    def opportunities(self, program):
+        import time
+
+        self.listed += 1
+        time.sleep(self.delay)
+        return self.inner.opportunities(program)
+
+    def apply(self, program, edits):
+        import time
+
+        self.applied += 1
+        time.sleep(self.delay)
+        return self.inner.apply(program, edits)
+
+
+def test_engine_seconds_count_main_process_work_and_wait_seconds_idle_time(tmp_path: Path):
+    """The engine share (engine s / wall) is what issue 13's bar is read from: it must hold
+    every second the main process spends building candidates, and none spent idle while
+    a check runs (the check here sleeps, the strategy sleeps in the main process)."""
+    import time
+
+    slow = _SlowLines(0.05)
+    t0 = time.monotonic()
+    _, stats, _ = _engine_run(tmp_path, "a\nb\nc\nd\nkeep\n", 'sleep 0.3; grep -q keep "$1"', [slow], budget=0)
+    wall = time.monotonic() - t0
+    assert slow.applied >= 4
+    assert stats.engine_seconds >= 0.05 * (slow.applied + slow.listed)  # listing edits is engine work too
+    assert stats.wait_seconds >= 0.3  # at least one check was waited for
+    assert stats.engine_seconds + stats.wait_seconds <= wall + 0.05

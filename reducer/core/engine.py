@@ -89,8 +89,10 @@ class RunStats:
     outcomes: collections.Counter[str] = attrs.field(factory=collections.Counter)
     moves_tried: int = 0  # move candidates judged
     moves_kept: int = 0  # moves after which reducing ended smaller than before them
-    engine_seconds: float = 0.0  # materialising: applying, verifying, printing
-    wait_seconds: float = 0.0  # blocked on the oracle
+    #: Main-process time in the engine not blocked on a check: listing edits, applying,
+    #: verifying, printing, hashing, forking and committing programs, writing the output.
+    engine_seconds: float = 0.0
+    wait_seconds: float = 0.0  # blocked on the oracle (idle while checks run)
     wasted_checks: int = 0  # speculative checks whose verdict no decision read
     cancelled_checks: int = 0  # of those, stopped (or never started) once a commit made them obsolete
     busy_seconds: float = 0.0  # worker-seconds spent in checks
@@ -205,6 +207,7 @@ class Engine:
         self.stats.lost_workers = ex.lost_workers
         self.stats.cancelled_checks = ex.cancelled
         self.stats.utilisation = min(1.0, ex.busy_seconds / (self.executor.workers * wall))
+        self.stats.engine_seconds = max(0.0, wall - self.stats.wait_seconds)
         self.stats.wasted_checks = len(self._submitted - self._read)
 
     def _fixpoint(self) -> None:
@@ -390,7 +393,6 @@ class Engine:
             self._speculate(branch)
             self._wait()
             self._resolve(trial)
-        self.stats.wait_seconds += time.monotonic() - t0
         log.debug(
             "decided %s chunk %d@%d: %s after %.2f s (%d in flight)",
             trial.strategy.name,
@@ -411,12 +413,10 @@ class Engine:
             return
         trial.materialised, trial.ws = True, ws
         self._check_stop()
-        t0 = time.monotonic()
         made = (self._program_key(ws), trial.strategy.name, tuple(trial.chunk_edits), trial.grow)
         result = self._made.get(made)
         if result is None:
             result = self._made[made] = ws.materialize(trial.strategy, trial.chunk_edits, grow=trial.grow)
-        self.stats.engine_seconds += time.monotonic() - t0
         if isinstance(result, Rejected):
             trial.rejection = result.reason
             trial.verdict = False
@@ -537,7 +537,9 @@ class Engine:
         """Block until a check finishes; record its verdict in the cache."""
         if not self._inflight:
             return
+        t0 = time.monotonic()
         done, _ = concurrent.futures.wait(list(self._inflight.values()), return_when=concurrent.futures.FIRST_COMPLETED)
+        self.stats.wait_seconds += time.monotonic() - t0
         for k, future in list(self._inflight.items()):
             if future not in done:
                 continue
