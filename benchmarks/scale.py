@@ -136,7 +136,7 @@ def main(sizes: str, megabyte: bool, jobs: int, save: bool, results: str) -> Non
     if save:
         path = HERE / "results" / results
         path.write_text(json.dumps({"commit": measured, "jobs": jobs, "rows": rows}, indent=1) + "\n")
-        click.echo(f"\nwritten to {path.relative_to(HERE.parent)}")
+        click.echo(f"\nwritten to {path}")
 
 
 if __name__ == "__main__":
