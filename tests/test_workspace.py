@@ -41,3 +41,35 @@ def test_ir_that_does_not_verify_is_rejected_before_the_oracle():
     strategy = _DropReturnOperand()
     result = ws.materialize(strategy, strategy.opportunities(ws.program))
     assert isinstance(result, Rejected) and result.reason == "invalid", result
+
+
+def test_volume_is_measured_only_when_a_comparison_needs_it(monkeypatch):
+    """Scanning a megabyte for its volume costs more than parsing it (issue 13): a fork made
+    for speculation, and a candidate whose text did not change (a pass that did nothing),
+    must not pay for it; the volume is still right once asked for."""
+    from conftest import workspace
+    from programs import chain
+
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import Rejected
+    from strategies.drop_ops import DropOps
+
+    real = irutil.tensor_volume
+    scans: list[int] = []
+    monkeypatch.setattr(irutil, "tensor_volume", lambda text: scans.append(len(text)) or real(text))
+
+    class Unchanged:
+        name = "unchanged"
+
+        def apply(self, program, edits):
+            return program.clone()
+
+    ws = workspace(chain(20, keep=5))
+    assert ws.materialize(Unchanged(), []) == Rejected("not-smaller")
+    assert ws.materialize(Unchanged(), [], grow=True) == Rejected("no-op")
+    drop = DropOps()
+    candidate = ws.materialize(drop, drop.opportunities(ws.program)[:4])
+    fork = ws.fork(candidate)
+    assert scans == []
+    assert fork.size.volume == real(fork.program.text) and len(scans) == 1
+    assert fork.size.volume == real(fork.program.text) and len(scans) == 1  # measured once

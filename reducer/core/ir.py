@@ -5,6 +5,7 @@ Imported lazily so that worker processes are forked before any MLIR state exists
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -124,6 +125,7 @@ _SCALAR = re.compile(r"(?<![\w<.x])(?:bf16|tf32|index|[fiu]\d+|si\d+|f\d+E\w+)\b
 DYNAMIC_DIM = 2
 
 
+@functools.cache
 def bits(element: str) -> int:
     """Bit width of an element type's spelling (index counts as 64; unknown as 32)."""
     if element in ("index",):

@@ -89,12 +89,15 @@ class Workspace(abc.ABC):
         if isinstance(text_or, Rejected):
             return text_or
         text, size = text_or
-        if grow:
-            if text == self.program.text:
-                return Rejected("no-op")
-        elif not size.smaller_than(self.size):
+        if text == self.program.text:  # e.g. a pass that changed nothing: no volume to compare
+            return Rejected("no-op" if grow else "not-smaller")
+        if not grow and not self._beats(size):
             return Rejected("not-smaller")
         return Candidate(text, size, strategy.name)
+
+    def _beats(self, size: Size) -> bool:
+        """Whether a candidate of this size is smaller than the current program."""
+        return size.smaller_than(self.size)
 
     @abc.abstractmethod
     def _finish(self, result: object) -> tuple[str, Size] | Rejected:
@@ -111,7 +114,7 @@ class Workspace(abc.ABC):
 
     def adopt(self, other: Workspace) -> None:
         """Make other's program (a fork of this workspace) the current one, without re-parsing."""
-        self.__dict__.update({k: v for k, v in other.__dict__.items() if k in ("program", "size", "_module")})
+        self.__dict__.update({k: v for k, v in other.__dict__.items() if k in ("program", "size", "_size", "_module")})
 
 
 class TextWorkspace(Workspace):
@@ -139,6 +142,22 @@ class TextWorkspace(Workspace):
 class MLIRWorkspace(Workspace):
     mode = "mlir"
     program: MLIRProgram  # what lets an MLIR strategy rely on `program.root`
+    _size: Size
+
+    @property
+    def size(self) -> Size:  # type: ignore[override]
+        """The current program's size. Its volume is measured on first use: a fork made
+        for speculation is rarely compared on volume, and scanning a megabyte for it
+        costs more than parsing it."""
+        if self._size.volume == UNKNOWN_VOLUME:
+            self._size = attrs.evolve(self._size, volume=irutil.tensor_volume(self.program.text))
+        return self._size
+
+    def _beats(self, size: Size) -> bool:
+        current = self._size
+        if (size.ops, size.bytes) == (current.ops, current.bytes):
+            current = self.size  # only a tie needs the volume
+        return size.smaller_than(current)
 
     def __init__(self, text: str, options: irutil.PrintOptions, verify: bool = True) -> None:
         self.options = options
@@ -166,14 +185,11 @@ class MLIRWorkspace(Workspace):
         self._module = module  # keeps the IR alive
         root = module.operation  # type: ignore[attr-defined]  # module is an ir.Module; typed object so a test double fits
         if known is not None:
-            size = known.size
-            if size.volume == UNKNOWN_VOLUME:
-                size = attrs.evolve(size, volume=irutil.tensor_volume(known.text))
-            self.program, self.size = MLIRProgram(known.text, root), size
+            self.program, self._size = MLIRProgram(known.text, root), known.size
             return
         text = irutil.to_text(root, self.options, verified=False)
         self.program = MLIRProgram(text, root)
-        self.size = Size(irutil.count_ops(root), len(text.encode()), irutil.tensor_volume(text))
+        self._size = Size(irutil.count_ops(root), len(text.encode()), UNKNOWN_VOLUME)
 
     def _finish(self, result: object) -> tuple[str, Size] | Rejected:
         keep = None
@@ -187,7 +203,8 @@ class MLIRWorkspace(Workspace):
         text = irutil.to_text(root, self.options, verified=self.verify)
         ops, nbytes = irutil.count_ops(root), len(text.encode())
         # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
-        tie = (ops, nbytes) == (self.size.ops, self.size.bytes)
+        # A pass that changed nothing ties too, but materialize rejects the same text unmeasured.
+        tie = (ops, nbytes) == (self._size.ops, self._size.bytes) and text != self.program.text
         size = Size(ops, nbytes, irutil.tensor_volume(text) if tie else UNKNOWN_VOLUME)
         del keep
         return text, size
