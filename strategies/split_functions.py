@@ -47,10 +47,11 @@ class SplitFunctions(Strategy[MLIRProgram]):
                 if owner is not None and owner not in doomed:
                     doomed.add(owner)
                     work.append(owner)
-        rewriter = Rewriter(program)
-        root = rewriter.root
         doomed_paths = {info.symbols[n] for n in doomed}
         user_paths = {p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3}
+        # Only the functions whose uses are rewired are walked, not the (many) that go whole.
+        rewriter = Rewriter(program, within={p[:3] for p in user_paths})
+        root = rewriter.root
         for target in keep_targets:
             if target not in doomed:  # an entry point must not be private, or compilers drop it
                 op = rewriter.table[info.symbols[target]]

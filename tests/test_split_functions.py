@@ -72,3 +72,24 @@ def test_delete_global_drops_its_loads():
 def test_deleting_a_callee_with_all_its_callers():
     out = apply(("delete", "mid"), ("delete", "leaf"), ("delete", "g"))
     assert "@mid" not in out and "@leaf" not in out and "arith.negf %arg0" in out
+
+
+def test_applying_walks_only_the_functions_whose_uses_it_rewires(monkeypatch):
+    """On a megabyte module a walk of every op costs more than the edit (issue 13): deleting
+    @leaf rewires its call in @mid, so @mid is walked, and @main and @unrelated are not."""
+    import strategies._ir.paths as irs
+
+    ws = workspace(MODULE)
+    s = SplitFunctions()
+    edits = s.opportunities(ws.program)  # the analysis (one full walk) is made once per program
+    walked: list[str] = []
+    real = irs.walk_paths
+
+    def spy(root, prefix=()):
+        walked.append(irs.symbol_name(root) or root.name)
+        return real(root, prefix)
+
+    monkeypatch.setattr(irs, "walk_paths", spy)
+    cand = ws.materialize(s, [e for e in edits if (e.kind, e.arg) == ("delete", "leaf")])
+    assert "@leaf" not in cand.text and "@unrelated" in cand.text
+    assert walked == ["mid"]

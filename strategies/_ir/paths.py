@@ -11,7 +11,7 @@ attribute raises TypeError (`get_attr` returns None instead).
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 
 from iree.compiler import ir
 
@@ -52,6 +52,21 @@ def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir
                 path = prefix + (r, b, i)
                 yield path, op
                 if len(op.regions) and not opaque(op):
+                    yield from walk_paths(op, path)
+
+
+def walk_within(root: ir.Operation, within: Set[Path] | None) -> Iterator[tuple[Path, ir.Operation]]:
+    """walk_paths, entering only the top-level ops in `within` (None: all of them)."""
+    if within is None:
+        yield from walk_paths(root)
+        return
+    for r, region in enumerate(root.regions):
+        for b, block in enumerate(region.blocks):
+            for i, op in enumerate(block.operations):
+                op = op.operation
+                path = (r, b, i)
+                yield path, op
+                if path in within and len(op.regions) and not opaque(op):
                     yield from walk_paths(op, path)
 
 

@@ -24,7 +24,7 @@ from strategies._ir.paths import (
     op_key,
     outermost,
     symbol_name,
-    walk_paths,
+    walk_within,
 )
 from strategies._ir.signatures import function_type, set_function_type
 from strategies._ir.symbols import Symbols
@@ -61,12 +61,14 @@ class Rewriter:
     Ops are named by path from one walk made before any change. Binding objects for an
     erased op dangle (and its address may be reused by a new op), so after erasing
     nothing is looked up by object: only by path, through the table made beforehand.
+    `within` limits that walk to the top-level ops (always listed) and the insides of
+    those named: on a megabyte module, walking every op costs more than the edit.
     """
 
-    def __init__(self, program: MLIRProgram) -> None:
+    def __init__(self, program: MLIRProgram, within: Set[Path] | None = None) -> None:
         """Rewrite a fresh clone of program, `self.root` (what the strategy returns)."""
         self.root = root = program.clone()
-        self.table: dict[Path, ir.Operation] = dict(walk_paths(root))
+        self.table: dict[Path, ir.Operation] = dict(walk_within(root, within))
         self._path_of: dict[int, Path] = {op_key(op): p for p, op in self.table.items()}
         self._kids: dict[Path, list[Path]] = {}
         for p in self.table:
