@@ -38,15 +38,36 @@ def _refs_in_attr(attr: ir.Attribute, out: set[str]) -> None:
             out.update(m.group(1).strip('"') for m in _SYMBOL_IN_TEXT.finditer(text))
 
 
+#: Symbols each attribute refers to. MLIR uniques attributes, so the `fastmath` flags
+#: of a hundred thousand ops are a handful of keys; bounded, as it keeps them alive.
+_REFS_OF: dict[ir.Attribute, frozenset[str]] = {}
+_REFS_OF_LIMIT = 1 << 16
+
+
+def _refs_of(attr: ir.Attribute) -> frozenset[str]:
+    found = _REFS_OF.get(attr)
+    if found is None:
+        out: set[str] = set()
+        _refs_in_attr(attr, out)
+        found = frozenset(out)
+        if len(_REFS_OF) >= _REFS_OF_LIMIT:
+            _REFS_OF.clear()
+        _REFS_OF[attr] = found
+    return found
+
+
 def referenced_symbols(op: ir.Operation) -> set[str]:
     """Root names of the symbols op's own attributes refer to (not its nested ops')."""
     out: set[str] = set()
-    for name in op.attributes:
-        if name == "sym_name":
+    attributes = op.attributes
+    for i in range(len(attributes)):
+        try:
+            named = attributes[i]
+            attr = named.attr
+        except TypeError:  # e.g. complex dense literals cannot be wrapped
             continue
-        attr = get_attr(op, name)
-        if attr is not None:
-            _refs_in_attr(attr, out)
+        if named.name != "sym_name":
+            out |= _refs_of(attr)
     return out
 
 
