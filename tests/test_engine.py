@@ -159,6 +159,14 @@ def test_weight_ranks_wider_types_and_dynamic_dims_above_their_simpler_forms():
     assert w("%x = arith.addf %a, %b : f64") > w("%x = arith.addf %a, %b : f32")
     assert w("complex<f32>") == 0 and w("vector<4xi8>") == 32
     assert w("tensor<f32>") == 32 > w("tensor<f16>")
+    # A literal's numbers are skipped, never the types around them.
+    assert (
+        w(
+            "util.global @g = dense<[[1.0, -2.5e+03], [0x7FC00000, 4.0]]> : tensor<2x2xf32> {a = dense<[1.0]> : tensor<1xf16>}"
+        )
+        == 4 * 32 + 16
+    )
+    assert w('%c = arith.constant dense<"0x0000803F"> : tensor<1xf32> loc(unknown)\n%y: i8') == 32 + 8
 
 
 class _Replace:

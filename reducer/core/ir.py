@@ -138,6 +138,11 @@ def bits(element: str) -> int:
     return int(m.group(1)) if m else 32
 
 
+#: The numbers of a dense literal (a list, or hex bytes): most of a model's text, and no
+#: type can be spelled with these characters, so the volume scan skips them.
+_DENSE_PAYLOAD = re.compile(r'dense<(?:\[[-+0-9.,eExA-F\s\[\]()]*\]|"0x[0-9A-Fa-f]*")>')
+
+
 def tensor_volume(text: str) -> int:
     """Bits of data spelled in text's types: elements x element width over shaped types,
     plus the width of every scalar type.
@@ -147,6 +152,7 @@ def tensor_volume(text: str) -> int:
     dimension, demoting a type or making a shape static count as progress.
     """
     total = 0
+    text = _DENSE_PAYLOAD.sub("dense<>", text)
     for m in SHAPED_DIMS.finditer(text):
         dims = [DYNAMIC_DIM if d == "?" else int(d.strip("[]")) for d in m.group(2).split("x")[:-1]]
         total += math.prod(dims) * bits(m.group(3))
