@@ -7,12 +7,14 @@ deleting a symbol drops every op that refers to it, rewiring uses like drop-ops.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import networkx as nx
 from iree.compiler import ir
 
 from reducer.core.strategy import Edit, MLIRProgram, Strategy
+from strategies._ir.paths import top_level_texts
 from strategies._ir.rewriter import Rewriter
 from strategies._ir.symbols import Symbols
 
@@ -29,8 +31,9 @@ class SplitFunctions(Strategy[MLIRProgram]):
         edits += [Edit("delete", path, name) for name, path in info.symbols.items()]
         return edits
 
-    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
-        info = program.analysis(Symbols)
+    @staticmethod
+    def _doomed(info: Symbols, edits: Sequence[Edit]) -> tuple[list[str], set[str]]:
+        """The functions to keep as entry points, and every symbol that goes."""
         keep_targets = [e.arg for e in edits if e.kind == "keep-only"]
         doomed = {e.arg for e in edits if e.kind == "delete"}
         if keep_targets:
@@ -47,6 +50,30 @@ class SplitFunctions(Strategy[MLIRProgram]):
                 if owner is not None and owner not in doomed:
                     doomed.add(owner)
                     work.append(owner)
+        return keep_targets, doomed
+
+    def fingerprint(self, program: MLIRProgram, edits: Sequence[Edit]) -> bytes | None:
+        """What the result is made of: the text around the top-level ops (aliases), the
+        surviving top-level ops' texts, the entry points made public, the deleted symbols
+        they refer to (their uses go) and which survivors something refers to (those get no
+        new arguments). Keeping @f again once an unrelated function went gives the same key."""
+        cut = top_level_texts(program)
+        if cut is None:
+            return None
+        around, texts = cut
+        info = program.analysis(Symbols)
+        keep_targets, doomed = self._doomed(info, edits)
+        doomed_paths = {info.symbols[n] for n in doomed}
+        survivors = [i for i in range(len(texts)) if (0, 0, i) not in doomed_paths]
+        alive = {n for n, p in info.symbols.items() if p not in doomed_paths}
+        cut_refs = sorted(n for n in doomed if any(p[:3] not in doomed_paths for p in info.users.get(n, [])))
+        parts = [around, *(texts[i] for i in survivors), repr(sorted(keep_targets)), repr(cut_refs)]
+        parts.append(repr(sorted(alive & info.referenced)))  # what the Rewriter treats as called
+        return hashlib.sha256("\0".join(parts).encode()).digest()
+
+    def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
+        info = program.analysis(Symbols)
+        keep_targets, doomed = self._doomed(info, edits)
         doomed_paths = {info.symbols[n] for n in doomed}
         user_paths = {p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3}
         # Only the functions whose uses are rewired are walked, not the (many) that go whole.

@@ -289,3 +289,36 @@ def test_engine_seconds_count_main_process_work_and_wait_seconds_idle_time(tmp_p
     assert stats.engine_seconds >= 0.05 * (slow.applied + slow.listed)  # listing edits is engine work too
     assert stats.wait_seconds >= 0.3  # at least one check was waited for
     assert stats.engine_seconds + stats.wait_seconds <= wall + 0.05
+
+
+def test_a_known_dull_candidate_is_not_built_again(tmp_path: Path, monkeypatch):
+    """Issue 13: keeping one function gives the same text again after an unrelated one
+    went; with split-functions' fingerprint the engine answers it from the cache without
+    building it, and the output is the same as when it builds everything."""
+    from strategies.split_functions import SplitFunctions
+
+    funcs = [
+        f"func.func private @f{i}(%x: tensor<4xf32>) -> tensor<4xf32> {{\n"
+        f"  %0 = {'math.exp' if i == 7 else 'arith.negf'} %x : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}}"
+        for i in range(12)
+    ]
+    calls = "\n".join(f"  %r{i} = call @f{i}(%x) : (tensor<4xf32>) -> tensor<4xf32>" for i in range(12))
+    text = (
+        "\n".join(funcs)
+        + f"\nfunc.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{\n{calls}\n  return %r7 : tensor<4xf32>\n}}\n"
+    )
+    real = SplitFunctions.apply
+    built: list[int] = []
+    monkeypatch.setattr(SplitFunctions, "apply", lambda self, p, e: built.append(1) or real(self, p, e))
+    runs = {}
+    for fingerprints in (True, False):
+        if not fingerprints:
+            monkeypatch.setattr(SplitFunctions, "fingerprint", lambda self, p, e: None)
+        built.clear()
+        work = tmp_path / str(fingerprints)
+        work.mkdir()
+        out, result = reduce(work, text, 'grep -q math.exp "$1"', jobs=1, strategies=["split-functions"])
+        runs[fingerprints] = (out, len(built), result.stats.per_strategy["split-functions"])
+    assert runs[True][0] == runs[False][0]
+    assert runs[True][2].judged == runs[False][2].judged  # the same decisions read the same verdicts
+    assert runs[True][1] < runs[False][1]

@@ -93,3 +93,24 @@ def test_applying_walks_only_the_functions_whose_uses_it_rewires(monkeypatch):
     cand = ws.materialize(s, [e for e in edits if (e.kind, e.arg) == ("delete", "leaf")])
     assert "@leaf" not in cand.text and "@unrelated" in cand.text
     assert walked == ["mid"]
+
+
+def test_fingerprint_is_equal_exactly_when_the_result_is():
+    """Keeping @main builds the same text before and after the unrelated @unrelated went:
+    the engine may skip rebuilding it (issue 13). Anything that changes the result
+    (another target, a survivor's text) changes the key."""
+    s = SplitFunctions()
+    other = "func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x : tensor<4xf32>\n}\n"
+    ws = workspace(MODULE + other)
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    keep_main = s.fingerprint(ws.program, [edits[("keep-only", "main")]])
+    assert keep_main is not None
+    assert keep_main != s.fingerprint(ws.program, [edits[("keep-only", "mid")]])
+    built = ws.materialize(s, [edits[("keep-only", "main")]]).text
+    ws.commit(ws.materialize(s, [edits[("delete", "unrelated")]]))
+    again = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}[("keep-only", "main")]
+    assert s.fingerprint(ws.program, [again]) == keep_main
+    assert ws.materialize(s, [again]).text == built
+    changed = workspace(MODULE.replace("arith.negf %0", "math.absf %0") + other)
+    edits = {(e.kind, e.arg): e for e in s.opportunities(changed.program)}
+    assert s.fingerprint(changed.program, [edits[("keep-only", "main")]]) != keep_main

@@ -184,6 +184,10 @@ class Engine:
         #: What each (program, strategy, edits) made: speculation and decisions build a candidate once.
         self._made: dict[tuple[bytes, str, tuple[Edit, ...], bool], Candidate | Rejected] = {}
         self._program_keys: dict[int, tuple[Any, bytes]] = {}
+        #: (strategy, fingerprint) -> the key and size of the text it builds (issue 13: skip
+        #: rebuilding what the cache already judged); small, unlike `_made`, so kept across programs.
+        self._dull: dict[tuple[str, bytes], tuple[bytes, Size]] = {}
+        self._fingerprint: tuple[str, bytes] | None = None
         #: What speculation expects of a candidate, learnt from the verdicts decisions read.
         self._model = SuccessModel()
         self._last_success = False
@@ -415,8 +419,12 @@ class Engine:
         self._check_stop()
         made = (self._program_key(ws), trial.strategy.name, tuple(trial.chunk_edits), trial.grow)
         result = self._made.get(made)
+        if result is None and self._known_dull(trial, ws):
+            return
         if result is None:
             result = self._made[made] = ws.materialize(trial.strategy, trial.chunk_edits, grow=trial.grow)
+            if self._fingerprint is not None and isinstance(result, Candidate):
+                self._dull[self._fingerprint] = (key(result.data), result.size)
         if isinstance(result, Rejected):
             trial.rejection = result.reason
             trial.verdict = False
@@ -430,6 +438,33 @@ class Engine:
             trial.verdict = cached
             return
         self._submit(trial)
+
+    def _known_dull(self, trial: _Trial, ws: Workspace) -> bool:
+        """Answer trial without building it when its strategy's fingerprint names a text
+        already judged not interesting, and that text is strictly smaller in ops and bytes
+        than ws's program (so building it would reach the same cache hit)."""
+        self._fingerprint = None
+        method = getattr(trial.strategy, "fingerprint", None)
+        if trial.grow or method is None:
+            return False
+        try:
+            with ws.scope():
+                fingerprint = method(ws.program, trial.chunk_edits)
+        except Exception:  # a faulty fingerprint only costs the shortcut
+            return False
+        if fingerprint is None:
+            return False
+        self._fingerprint = (trial.strategy.name, fingerprint)
+        known = self._dull.get(self._fingerprint)
+        if known is None or self.cache.get(known[0]) is not False:
+            return False
+        size, current = known[1], ws.size_known()
+        if size.ops is None or current.ops is None or (size.ops, size.bytes) >= (current.ops, current.bytes):
+            return False  # a tie needs the volume: build it
+        trial.key, trial.verdict = known[0], False
+        self.stats.per_strategy[trial.strategy.name].cache_hits += 1
+        self.stats.cache_hits += 1
+        return True
 
     def _submit(self, trial: _Trial) -> None:
         """Check trial's candidate unless the same text is being checked already."""

@@ -107,6 +107,13 @@ class Strategy(abc.ABC, Generic[P]):
         parses and verifies), or None when this subset makes no sense.
         """
 
+    def fingerprint(self, program: P, edits: Sequence[Edit]) -> bytes | None:
+        """Optional: a key of what `apply(program, edits)` would print, cheaper than building
+        it, such that equal keys (on any two programs) mean equal texts. The engine then
+        skips building a candidate it already knows is not interesting (e.g. keeping one
+        function, again, after an unrelated one went). None: no such key."""
+        return None
+
 
 #: llvm-reduce's delta pass names for the strategies that do the same job here, so a
 #: `--skip-strategies operands-zero` carried over from llvm-reduce means what it meant there.

@@ -95,6 +95,10 @@ class Workspace(abc.ABC):
             return Rejected("not-smaller")
         return Candidate(text, size, strategy.name)
 
+    def size_known(self) -> Size:
+        """The current size as far as it is measured (the volume may be UNKNOWN_VOLUME)."""
+        return self.size
+
     def _beats(self, size: Size) -> bool:
         """Whether a candidate of this size is smaller than the current program."""
         return size.smaller_than(self.size)
@@ -151,6 +155,9 @@ class MLIRWorkspace(Workspace):
         costs more than parsing it."""
         if self._size.volume == UNKNOWN_VOLUME:
             self._size = attrs.evolve(self._size, volume=irutil.tensor_volume(self.program.text))
+        return self._size
+
+    def size_known(self) -> Size:
         return self._size
 
     def _beats(self, size: Size) -> bool:

@@ -135,6 +135,46 @@ def cuts_nothing(op: ir.Operation) -> bool:
     return True
 
 
+def _cut_top_level(program: MLIRProgram) -> tuple[str, list[str]] | None:
+    root = program.root
+    if len(root.regions) != 1 or len(root.regions[0].blocks) != 1:
+        return None
+    ops = [op.operation for op in root.regions[0].blocks[0].operations]
+    lines = program.text.split("\n")
+    starts = [i for i in range(len(lines)) if lines[i].startswith("module")]
+    chunks: list[list[str]] = []
+    outside: list[str] = []
+    inside = False
+    for i, line in enumerate(lines):
+        if starts and i == starts[0]:
+            inside = True
+            outside.append(line)
+        elif inside and line == "}":
+            inside = False
+            outside.append(line)
+        elif inside and line.startswith("  ") and line[2:3] not in (" ", "}", "^", ")", ""):
+            chunks.append([line])
+        elif inside and chunks and line.startswith("  "):  # its insides, labels, closing brace
+            chunks[-1].append(line)
+        else:
+            outside.append(line)
+    texts = ["\n".join(c) for c in chunks]
+    if len(starts) != 1 or inside or len(texts) != len(ops):
+        return None
+    names = [symbol_name(op) for op in ops]
+    if not all(n is None or f"@{n}" in t.split("\n", 1)[0] or f'@"{n}"' in t for n, t in zip(names, texts)):
+        return None
+    return "\n".join(outside), texts
+
+
+def top_level_texts(program: MLIRProgram) -> tuple[str, list[str]] | None:
+    """The program's text cut into what surrounds its top-level ops (aliases, the module
+    line, the closing brace) and each top-level op's own text, in order; once per
+    program. None when the text does not have the printer's usual shape (a top-level op
+    starts a line indented by two spaces; its insides are indented further)."""
+    return program.analysis(_cut_top_level)
+
+
 class Paths(dict[Path, ir.Operation]):
     """Every op of the program's (immutable) current module by path, in walk order: one
     walk per program, shared through `program.analysis(Paths)`."""
