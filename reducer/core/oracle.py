@@ -110,6 +110,15 @@ class Oracle(abc.ABC):
     def reproducer(self, path: str) -> str:
         """The shell command a bug report gives for reproducing it on path."""
 
+    def script_path(self) -> str | None:
+        """The user's check script, which a report shows; None for a built-in oracle."""
+        return None
+
+    def failure(self) -> Finding | None:
+        """The original's failure that candidates must match, once calibrated; None if
+        the oracle keeps none (a script decides for itself)."""
+        return None
+
     def why_not(self, verdict: Verdict) -> str:
         """Why the original is not interesting, in words a user can act on."""
         tail = verdict.stderr_tail.strip().splitlines()[-1:] or [""]
@@ -296,6 +305,9 @@ class ScriptOracle(Oracle):
         outcome = "interesting" if interesting else "timeout" if r.timed_out else "not interesting"
         return Verdict(interesting, r.returncode, r.timed_out, r.seconds, r.stderr, outcome)
 
+    def script_path(self) -> str | None:
+        return self.script
+
     def reproducer(self, path: str) -> str:
         # Relative names: the report is read on another machine, next to the files it names.
         argv = [f"./{os.path.basename(self.script)}", path, *self.args]
@@ -330,6 +342,12 @@ class RepeatOracle(Oracle):
                 break
             verdict = self.inner.run(data, cancel)
         return verdict
+
+    def script_path(self) -> str | None:
+        return self.inner.script_path()
+
+    def failure(self) -> Finding | None:
+        return self.inner.failure()
 
     def calibrate(self, original: Verdict) -> Oracle:
         return attrs.evolve(self, inner=self.inner.calibrate(original))

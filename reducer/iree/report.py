@@ -119,9 +119,9 @@ def title(sig: Any, failure_output: str, input_path: str, kind: str) -> str:
     return f"{os.path.basename(input_path) if input_path != '-' else 'input'}: {what} (reduced test case)"
 
 
-def script_text(oracle: Any) -> dict[str, str] | None:
+def script_text(oracle: Oracle | None) -> dict[str, str] | None:
     """A check script's name and text: the report must show what "interesting" meant."""
-    path = getattr(oracle, "script", None)
+    path = oracle.script_path() if oracle is not None else None
     if not path:
         return None
     try:
@@ -149,7 +149,9 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
     sig = (
         verdict.signature
         if verdict is not None and verdict.signature is not None
-        else getattr(oracle, "expected", None)
+        else oracle.failure()
+        if oracle is not None
+        else None
     )
     kind = oracle.kind if oracle is not None else "check-script"
     name = os.path.basename(result.output)

@@ -53,6 +53,9 @@ class CompileOracle(Oracle):
     def calibrate(self, original: Verdict) -> CompileOracle:
         return attrs.evolve(self, expected=signature.of_verdict(original))
 
+    def failure(self) -> signature.Signature | None:
+        return self.expected
+
     def reproducer(self, path: str) -> str:
         return self.command.shell(input=path, output="/dev/null")
 

@@ -194,6 +194,9 @@ class MismatchOracle(Oracle):
             return None
         return (name, *found[name])
 
+    def failure(self) -> signature.Signature | None:
+        return self.expected
+
     def reproducer(self, path: str) -> str:
         a = self.compile.shell(input=path, output="a.vmfb")
         b = self.against.shell(input=path, output="b.vmfb")

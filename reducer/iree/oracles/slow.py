@@ -91,6 +91,9 @@ class SlowCompileOracle(Oracle):
     def calibrate(self, original: Verdict) -> SlowCompileOracle:
         return attrs.evolve(self, expected=signature.of_verdict(original))
 
+    def failure(self) -> signature.Signature | None:
+        return self.expected
+
     def reproducer(self, path: str) -> str:
         cmd = f"time {self.command.shell(input=path, output='/dev/null')}"
         if self.against is not None:
