@@ -11,6 +11,30 @@ COMPILE = (
 #: What the pinned iree-compile 3.13.0 says when f6E2M3FN arithmetic reaches the CPU backend.
 F6_ERROR = "failed to legalize operation 'arith.truncf'"
 
+#: A call chain main -> mid -> leaf with a global, and a function nobody calls: what the
+#: symbol analyses and split-functions are tested on.
+CALL_CHAIN = """
+util.global private @g = dense<1.0> : tensor<4xf32>
+func.func private @leaf(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = math.exp %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+func.func private @mid(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = call @leaf(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %w = util.global.load @g : tensor<4xf32>
+  %1 = arith.addf %0, %w : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = call @mid(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = arith.negf %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func @unrelated(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+"""
+
 
 def _weights(rng: random.Random, rows: int, cols: int) -> str:
     vals = ", ".join(f"{rng.uniform(-1, 1):.4f}" for _ in range(rows * cols))

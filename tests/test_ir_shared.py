@@ -4,6 +4,7 @@
 import sys
 
 from conftest import workspace
+from programs import CALL_CHAIN
 
 import strategies._ir.symbols as symbols_module
 from reducer.core.strategy import Program
@@ -17,27 +18,7 @@ from strategies.split_functions import SplitFunctions
 from strategies.values_to_arguments import ValuesToArguments
 from strategies.values_to_return import ValuesToReturn
 
-MODULE = """
-util.global private @g = dense<1.0> : tensor<4xf32>
-func.func private @leaf(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = math.exp %x : tensor<4xf32>
-  return %0 : tensor<4xf32>
-}
-func.func private @mid(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = call @leaf(%x) : (tensor<4xf32>) -> tensor<4xf32>
-  %w = util.global.load @g : tensor<4xf32>
-  %1 = arith.addf %0, %w : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = call @mid(%x) : (tensor<4xf32>) -> tensor<4xf32>
-  %1 = arith.negf %0 : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-func.func @unrelated(%x: tensor<4xf32>) -> tensor<4xf32> {
-  return %x : tensor<4xf32>
-}
-"""
+MODULE = CALL_CHAIN
 
 CALL_LEAF, LOAD_G, CALL_MID = (0, 0, 2, 0, 0, 0), (0, 0, 2, 0, 0, 1), (0, 0, 3, 0, 0, 0)
 

@@ -1,28 +1,9 @@
 from conftest import workspace
+from programs import CALL_CHAIN
 
 from strategies.split_functions import SplitFunctions
 
-MODULE = """
-util.global private @g = dense<1.0> : tensor<4xf32>
-func.func private @leaf(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = math.exp %x : tensor<4xf32>
-  return %0 : tensor<4xf32>
-}
-func.func private @mid(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = call @leaf(%x) : (tensor<4xf32>) -> tensor<4xf32>
-  %w = util.global.load @g : tensor<4xf32>
-  %1 = arith.addf %0, %w : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = call @mid(%x) : (tensor<4xf32>) -> tensor<4xf32>
-  %1 = arith.negf %0 : tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
-func.func @unrelated(%x: tensor<4xf32>) -> tensor<4xf32> {
-  return %x : tensor<4xf32>
-}
-"""
+MODULE = CALL_CHAIN
 
 
 def apply(*picks: tuple[str, str]) -> str:
