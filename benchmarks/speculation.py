@@ -10,8 +10,9 @@ virtual second, and materialising a candidate costs `--cost` virtual seconds of 
 process. So each row is exact and repeatable, and two predictors are compared:
 
 * **learnt**: the engine as it is (`reducer/core/predictor.py`);
-* **perfect**: told whether each candidate is interesting, the bound any predictor of
-  the llvm-reduce rule can reach with that many workers.
+* **perfect**: told whether each candidate is interesting: the bound any predictor can
+  reach with the llvm-reduce rule and this engine's look-ahead (it asks the predictor
+  only about candidates it has built) with that many workers.
 
 Results go to benchmarks/results/speculation.json with the commit measured.
 """

@@ -776,7 +776,7 @@ class _Rechecks:
 def _reduce(
     settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, start: float, monitor: Monitor
 ) -> Result:
-    # One executor for every check after the original's (workflows, engine, flags,
+    # One executor for every check (the original's, workflows, engine, flags, re-checks,
     # --for-upstream); its workers are forked before any MLIR context exists here.
     inner = make_executor(settings, None, executor_factory)
     try:

@@ -225,6 +225,7 @@ def test_no_moves_when_the_budget_is_zero(tmp_path: Path):
     moves = _Replace("rewrite", [("xx", "y\ny\ny")])
     ws, stats, _ = _engine_run(tmp_path, "a\nxx\nb\n", 'grep -q -e xx -e y "$1"', [TextLines(), moves], budget=0)
     assert ws.program.text == "xx\n" and stats.moves_tried == 0
+    assert stats.per_strategy["rewrite"].oracle_calls == 0  # not even speculatively
 
 
 def test_idle_workers_check_the_moves_while_the_last_round_is_judged(tmp_path: Path):
@@ -322,3 +323,20 @@ def test_a_known_dull_candidate_is_not_built_again(tmp_path: Path, monkeypatch):
     assert runs[True][0] == runs[False][0]
     assert runs[True][2].judged == runs[False][2].judged  # the same decisions read the same verdicts
     assert runs[True][1] < runs[False][1]
+
+
+def test_the_engine_counts_only_its_own_checks_in_its_statistics(tmp_path: Path):
+    """The session checks the original on the same executor before the engine starts;
+    those seconds are not the engine's (utilisation would exceed what its workers did)."""
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.workspace import TextWorkspace
+    from strategies.text_lines import TextLines
+
+    script = make_script(tmp_path / "check.sh", 'sleep 0.5; grep -q keep "$1"')
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
+        assert ex.run(b"keep\n").interesting  # the session's check of the original
+        stats = Engine(TextWorkspace("keep\n"), [TextLines()], ex, lambda c: None).run()
+        assert ex.stats.busy_seconds >= 1.0  # the original's check and the engine's one
+    assert 0.4 <= stats.busy_seconds < 0.9

@@ -515,6 +515,25 @@ def test_a_killed_run_continues_where_it_stopped(case: Path):
     assert not killed == 0
     assert not (case / "input.reduced.mlir.resume").exists()
     assert (case / "input.mlir").read_text() == BIG
+
+
+def test_a_killed_speculating_run_continues_to_the_same_output(case: Path):
+    """With two workers, checks finish out of order and the journal holds speculative
+    verdicts; the resumed run still ends where an uninterrupted one does."""
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'sleep 0.1; grep -q math.exp "$1"')
+    whole = cli(case, "input.mlir", "--check", "check.sh", "-j", "2", "-o", "whole.mlir")
+    assert whole.returncode == 0, whole.stderr
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", start_new_session=True)
+    out = case / "input.reduced.mlir"
+    wait_for(lambda: out.exists())
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    again = cli(case, "input.mlir", "--check", "check.sh", "-j", "2")
+    assert again.returncode == 0, again.stderr
+    assert "continuing the interrupted run recorded in input.reduced.mlir.resume" in again.stderr
+    assert out.read_bytes() == (case / "whole.mlir").read_bytes()
+    assert not (case / "input.reduced.mlir.resume").exists()
     assert_clean(case)
 
 

@@ -65,4 +65,5 @@ def test_reading_stops_at_the_verdict_that_settles_it_and_cancels_the_rest(tmp_p
         read = check_repeatedly(ex, oracle, b"x", 3, lambda v: not v.interesting)
         assert [v.interesting for v in read] == [False]
         assert ex.stats.cancelled == 2
-    assert len(spans(log)) == 1  # the two queued re-checks never ran
+    # The first one ran to its end; a queued one may have started before its cancel arrived.
+    assert log.read_text().count("end:") == 1

@@ -121,3 +121,21 @@ def test_every_oracle_kind_is_in_the_report_schema_enum():
         for enum in enums:
             assert cls.kind in enum, cls
     assert RepeatOracle(ScriptOracle("check.sh", "in.mlir", None), 3).kind == "check-script"
+
+
+def test_a_repeated_oracle_shows_the_script_and_failure_of_the_one_it_repeats(tmp_path):
+    """`--repeat N` wraps the oracle; the report still reads the check script and the
+    failure the candidates were held to through the contract, not through the wrapper."""
+    from reducer.core.oracle import RepeatOracle, ScriptOracle
+    from reducer.iree.oracles import CompileOracle, parse_command
+    from reducer.iree.report import script_text
+    from reducer.iree.signature import Signature
+
+    script = tmp_path / "check.sh"
+    script.write_text('#!/bin/sh\ngrep -q bug "$1"\n')
+    shown = script_text(RepeatOracle(ScriptOracle(str(script), "in.mlir", None), 3))
+    assert shown == {"name": "check.sh", "text": script.read_text()}
+    signature = Signature("error", 1, errors=("bug",))
+    compile_ = CompileOracle(parse_command("iree-compile {input}"), "in.mlir", 10, expected=signature)
+    assert RepeatOracle(compile_, 2).failure() == signature
+    assert script_text(compile_) is None

@@ -192,6 +192,9 @@ class Engine:
         self._model = SuccessModel()
         self._last_success = False
         self._started = time.monotonic()
+        #: The executor's counters when the engine started: checks it ran before (the
+        #: original's, the workflows') are not the engine's.
+        self._executor_before = attrs.evolve(executor.stats)
 
     # -- the outer loop --------------------------------------------------------------
     def run(self) -> RunStats:
@@ -205,12 +208,12 @@ class Engine:
         return self.stats
 
     def _account(self) -> None:
-        ex = self.executor.stats
+        ex, before = self.executor.stats, self._executor_before
         wall = max(time.monotonic() - self._started, 1e-9)
-        self.stats.busy_seconds = ex.busy_seconds
-        self.stats.lost_workers = ex.lost_workers
-        self.stats.cancelled_checks = ex.cancelled
-        self.stats.utilisation = min(1.0, ex.busy_seconds / (self.executor.workers * wall))
+        self.stats.busy_seconds = ex.busy_seconds - before.busy_seconds
+        self.stats.lost_workers = ex.lost_workers - before.lost_workers
+        self.stats.cancelled_checks = ex.cancelled - before.cancelled
+        self.stats.utilisation = min(1.0, self.stats.busy_seconds / (self.executor.workers * wall))
         self.stats.engine_seconds = max(0.0, wall - self.stats.wait_seconds)
         self.stats.wasted_checks = len(self._submitted - self._read)
 
@@ -263,8 +266,9 @@ class Engine:
             edits = self._edits(ws, order[i])
             if edits:
                 yield from self._sweep(order[i], i, edits, 0, len(edits))
-        # A round in which everything fails is the fixpoint, where the moves come next.
-        for trial in self._moves(ws):
+        # A round in which everything fails is the fixpoint, where the moves come next
+        # (unless --moves 0: speculation must not spend checks the budget does not allow).
+        for trial in self._moves(ws) if self.move_budget > 0 else ():
             trial.next_round = True
             yield trial
 
@@ -548,7 +552,7 @@ class Engine:
         return best
 
     def _likelihood(self, trial: _Trial, branch: _Branch, position: int) -> float:
-        """How likely trial is to succeed (reducer/predictor.py), given whether the trial
+        """How likely trial is to succeed (reducer/core/predictor.py), given whether the trial
         before it succeeded: the last decision, or on a branch the commit it starts from."""
         after_success = (
             self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
