@@ -108,7 +108,10 @@ def test_runner_records_a_real_reduction(tmp_path: Path) -> None:
 
 def test_runner_caps_a_tool_and_keeps_the_input_when_it_writes_nothing(tmp_path: Path) -> None:
     case = cases.Case("slow", "t", lambda: "", "true")
-    tool = run.Tool("sleeper", lambda w, c: ["sleep", "30"], "never.mlir")
+    # A sleeper that dies on SIGINT even when started from a shell's background job,
+    # which ignores SIGINT (and `sleep` would inherit that).
+    sleeper = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30)"
+    tool = run.Tool("sleeper", lambda w, c: [sys.executable, "-c", sleeper], "never.mlir")
     start = time.monotonic()
     rec = run.run_one(case, tool, "func.func @f() {\n  return\n}\n", cap=1, outputs=tmp_path)
     # Measured around the call: rec.seconds is clamped to the cap, so it cannot show a

@@ -340,3 +340,40 @@ def test_the_engine_counts_only_its_own_checks_in_its_statistics(tmp_path: Path)
         stats = Engine(TextWorkspace("keep\n"), [TextLines()], ex, lambda c: None).run()
         assert ex.stats.busy_seconds >= 1.0  # the original's check and the engine's one
     assert 0.4 <= stats.busy_seconds < 0.9
+
+
+def test_a_verdict_that_came_back_is_never_checked_again(tmp_path: Path):
+    """A speculative check that finished before the decision reached its candidate is a
+    known verdict: the decision reads it, and speculation counts it as known, instead of
+    submitting the same text again (which cost a check's time per decision)."""
+    import concurrent.futures
+    import sys
+
+    from reducer.core import ir as irutil
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.workspace import MLIRWorkspace
+    from reducer.session import select_strategies
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import models  # the parallel benchmark's case: nine functions, the bug in one
+
+    class Recording(LocalExecutor):
+        def __init__(self, *args) -> None:
+            super().__init__(*args)
+            self.answered: set[bytes] = set()
+            self.again: list[bytes] = []
+
+        def submit(self, data: bytes, oracle=None) -> concurrent.futures.Future:
+            if data in self.answered:
+                self.again.append(data)
+            future = super().submit(data, oracle)
+            future.add_done_callback(lambda f: None if f.cancelled() else self.answered.add(data))
+            return future
+
+    script = make_script(tmp_path / "check.sh", 'sleep 0.2; grep -q math.atan2 "$1"')
+    with Recording(ScriptOracle(str(script), "in.mlir", 10.0), 4) as ex:
+        ws = MLIRWorkspace(models.fanout(), irutil.PrintOptions())
+        Engine(ws, select_strategies("mlir", None, []), ex, lambda c: None).run()
+    assert len(ex.answered) > 20 and not ex.again

@@ -395,6 +395,7 @@ class Engine:
             st.rejected[trial.rejection] += 1
             return False
         t0 = time.monotonic()
+        self._resolve(trial)  # its speculative check may have finished already
         while trial.verdict is None:
             if trial.key not in self._inflight:  # its check was cancelled, and is needed after all
                 self._submit(trial)
@@ -535,6 +536,7 @@ class Engine:
                     if best is None or reach > best[0]:
                         best = (reach, trial, branch)
                     break  # the trials after it are less likely still
+                self._resolve(trial)  # a finished check is a known verdict, not a guess
                 if trial.grow or trial.key is None or trial.verdict is False:
                     position += 1
                     continue
