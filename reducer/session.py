@@ -357,7 +357,9 @@ def check_repeatedly(
     one `until` accepts. The checks run at once on the executor's workers (a re-check
     waits one check, not three), except for an oracle that measures time, whose runs
     would compete for the CPUs; checks not read are cancelled. What is read is what a
-    sequential loop would read, so the outcome does not depend on -j."""
+    sequential loop would read, so the outcome does not depend on -j. An OSError out of
+    a check is raised as it is: the caller knows what to tell the user (before the run,
+    or after it, where the best result so far is)."""
     concurrent_ = not oracle.measures_time
     futures = [executor.submit(data, oracle) for _ in range(times if concurrent_ else 1)]
     read: list[Verdict] = []
@@ -365,10 +367,7 @@ def check_repeatedly(
         while len(read) < times:
             if len(futures) <= len(read):
                 futures.append(executor.submit(data, oracle))
-            try:
-                verdict = futures[len(read)].result()
-            except OSError as exc:
-                raise _user_error(exc) from None
+            verdict = futures[len(read)].result()
             read.append(verdict)
             if until(verdict):
                 break
@@ -682,9 +681,12 @@ def _check_original(
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
     # A timeout (of a check that does not time things) ends it: the run stops there.
-    verdicts = check_repeatedly(
-        executor, first, text.encode(), 2, until=lambda v: v.timed_out and not first.measures_time
-    )
+    try:
+        verdicts = check_repeatedly(
+            executor, first, text.encode(), 2, until=lambda v: v.timed_out and not first.measures_time
+        )
+    except OSError as exc:
+        raise _user_error(exc) from None
     guard.check()
     flaky = None
     if len({v.interesting for v in verdicts}) > 1:
@@ -727,7 +729,10 @@ def _previous_best(output: str, text: str, oracle: Oracle, guard: _Guard, execut
         return None
     if not previous.strip() or len(data) >= len(text.encode()):
         return None
-    interesting = check_repeatedly(executor, oracle, data, 1, until=lambda v: True)[0].interesting
+    try:
+        interesting = check_repeatedly(executor, oracle, data, 1, until=lambda v: True)[0].interesting
+    except OSError as exc:
+        raise _user_error(exc) from None
     guard.check()
     if not interesting:
         log.warning("%s holds a program the check rejects; it will be replaced by the first improvement", output)
@@ -760,16 +765,16 @@ class _Rechecks:
         if not times:
             return True
         self.replay = []
-        try:
+        try:  # a full disk or a vanished check here is told with where the best result is
             verdicts = check_repeatedly(self.executor, self.oracle, data, times, until=lambda v: not v.interesting)
+            self.guard.check()
+            for verdict in verdicts:
+                self.last = verdict
+                if self.journal is not None:
+                    self.journal.record_recheck(k, verdict.interesting)
+                self._record(verdict.interesting)
         except OSError as exc:
             raise self.guard.environment_error(exc) from None
-        self.guard.check()
-        for verdict in verdicts:
-            self.last = verdict
-            if self.journal is not None:
-                self.journal.record_recheck(k, verdict.interesting)
-            self._record(verdict.interesting)
         return all(v.interesting for v in verdicts)
 
 

@@ -67,3 +67,40 @@ def test_reading_stops_at_the_verdict_that_settles_it_and_cancels_the_rest(tmp_p
         assert ex.stats.cancelled == 2
     # The first one ran to its end; a queued one may have started before its cancel arrived.
     assert log.read_text().count("end:") == 1
+
+
+def test_a_full_disk_during_the_final_rechecks_says_where_the_best_result_is(tmp_path: Path):
+    """The re-checks come after the output was written: their errors go through the
+    guard, which names the output holding the result, and the journal's write is inside."""
+    import concurrent.futures
+    import errno
+
+    import pytest
+
+    from reducer.core.executor import Executor, ExecutorStats
+    from reducer.session import EXIT_CANNOT_WRITE, Settings, UserError, _Guard, _Rechecks
+
+    class FullDisk(Executor):
+        workers, stats = 2, ExecutorStats()
+
+        def submit(self, data: bytes, oracle=None) -> concurrent.futures.Future:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_exception(OSError(errno.ENOSPC, "No space left on device"))
+            return future
+
+        def cancel(self, future) -> None:
+            pass
+
+        def close(self, abort: bool = False) -> None:
+            pass
+
+    script = make_script(tmp_path / "check.sh", "exit 0")
+    out = tmp_path / "out.mlir"
+    guard = _Guard(Settings(str(tmp_path / "in.mlir"), str(script), str(out)), str(out))
+    guard.good = b"module {}\n"
+    rechecks = _Rechecks(ScriptOracle(str(script), "in.mlir", 30.0), None, guard, FullDisk())
+    with pytest.raises(UserError) as raised:
+        rechecks.confirm(b"module {}\n", 3)
+    assert raised.value.code == EXIT_CANNOT_WRITE
+    assert "No space left on device" in str(raised.value)
+    assert f"{out} holds the smallest interesting program so far" in str(raised.value)
