@@ -377,3 +377,31 @@ def test_a_verdict_that_came_back_is_never_checked_again(tmp_path: Path):
         ws = MLIRWorkspace(models.fanout(), irutil.PrintOptions())
         Engine(ws, select_strategies("mlir", None, []), ex, lambda c: None).run()
     assert len(ex.answered) > 20 and not ex.again
+
+
+def test_an_edit_that_failed_alone_is_known_as_a_repeat_in_the_next_round(tmp_path: Path):
+    """The round after a commit lists the edits that failed in the round before; the
+    predictor is told they repeat a failure (so speculation does not bet on them)."""
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.predictor import SuccessModel
+    from reducer.core.workspace import TextWorkspace
+    from strategies.text_lines import TextLines
+
+    script = make_script(tmp_path / "check.sh", 'grep -q keep "$1"')
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
+        ws = TextWorkspace("keep\na\nb\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0)
+        repeats: list[tuple[str, bool]] = []
+
+        class Recording(SuccessModel):
+            def record(self, strategy: str, chunk: int, after: bool, success: bool, again: bool = False) -> None:
+                if again:
+                    repeats.append((strategy, success))
+                super().record(strategy, chunk, after, success, again)
+
+        engine._model = Recording()
+        stats = engine.run()
+    assert ws.program.text == "keep\n" and stats.rounds == 2
+    assert repeats == [("text-lines", False)]  # `keep` alone, failing again in round two

@@ -35,3 +35,16 @@ def test_strategies_are_apart_and_an_unseen_one_starts_from_the_run():
         model.record("bad", 4, False, False)
     assert model.p("good", 4, False) > 0.7 and model.p("bad", 4, False) < 0.3
     assert 0.3 < model.p("new", 4, False) < 0.7  # the run's rate: half of its verdicts passed
+
+
+def test_a_repeated_failure_is_counted_apart_and_expected_to_fail_again():
+    model = SuccessModel()
+    for _ in range(4):  # fresh single edits of this strategy mostly pass...
+        model.record("drop", 1, False, True)
+    fresh = model.p("drop", 1, False)
+    assert fresh > 0.7
+    assert model.p("drop", 1, False, again=True) < 0.2  # ...one that failed before, from its own start
+    for _ in range(6):  # repeats that fail are learnt apart: the fresh rate does not move
+        model.record("drop", 1, False, False, again=True)
+    assert model.p("drop", 1, False) == fresh
+    assert model.p("drop", 1, False, again=True) < 0.1

@@ -124,6 +124,11 @@ class _Trial:
     verdict: bool | None = None  # known: from a rejection, the cache or a finished check
     materialised: bool = False
     success: _Branch | None = None  # the sweep on the program this trial would commit
+    again: bool | None = None  # repeats a failure (predictor.py); worked out when first asked
+
+    @property
+    def identity(self) -> tuple[str, tuple[Edit, ...]]:
+        return (self.strategy.name, tuple(self.chunk_edits))
 
     @property
     def chunk_edits(self) -> list[Edit]:
@@ -190,6 +195,11 @@ class Engine:
         self._fingerprint: tuple[str, bytes] | None = None
         #: What speculation expects of a candidate, learnt from the verdicts decisions read.
         self._model = SuccessModel()
+        #: Chunks that failed, and single edits that failed alone, on any program. An edit
+        #: names its place only on the program it was listed on, so this is a hint for the
+        #: predictor (the round after a commit lists mostly the same edits), never a decision.
+        self._failed: set[int] = set()
+        self._failed_alone: set[tuple[str, Edit]] = set()
         self._last_success = False
         self._started = time.monotonic()
         #: The executor's counters when the engine started: checks it ran before (the
@@ -413,8 +423,13 @@ class Engine:
         )
         self._read.add(trial.key)
         st.judged += 1
-        self._model.record(trial.strategy.name, trial.chunk, self._last_success, trial.verdict)
+        again = self._again(trial)
+        self._model.record(trial.strategy.name, trial.chunk, self._last_success, trial.verdict, again)
         self._last_success = trial.verdict
+        if not trial.verdict:
+            self._failed.add(hash(trial.identity))
+            if trial.chunk == 1:
+                self._failed_alone.add((trial.strategy.name, trial.chunk_edits[0]))
         return trial.verdict
 
     def _materialise(self, trial: _Trial, ws: Workspace) -> None:
@@ -559,7 +574,16 @@ class Engine:
         after_success = (
             self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
         )
-        return self._model.p(trial.strategy.name, trial.chunk, after_success)
+        return self._model.p(trial.strategy.name, trial.chunk, after_success, self._again(trial))
+
+    def _again(self, trial: _Trial) -> bool:
+        """Whether trial repeats a failure: the same chunk, or one of its edits alone."""
+        if trial.again is None:
+            name = trial.strategy.name
+            trial.again = hash(trial.identity) in self._failed or any(
+                (name, edit) in self._failed_alone for edit in trial.chunk_edits
+            )
+        return trial.again
 
     def _needed(self, branch: _Branch) -> set[bytes]:
         """The keys of the checks a branch's program may still need."""

@@ -12,6 +12,12 @@ above it (a hierarchical Beta prior, as Laplace smoothing with backoff): the who
 the strategy, the strategy at this chunk size (powers of two), and that with whether
 the decision before succeeded. It only steers speculation: what the engine commits
 never depends on it.
+
+A candidate that repeats a failure (the same edits as a chunk that failed, or holding an
+edit that failed alone, on an earlier program) is counted apart, from its own start: the
+round after a commit lists most of the edits of the round before, and they mostly fail
+again. Rates learnt on fresh edits say nothing about those, and guessing them at the
+strategy's rate sent speculation down branches a decision never reached.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import attrs
 PRIOR_WEIGHT = 2.0
 #: The run's rate before any verdict (most candidates of a fresh run fail).
 START = 1 / 3
+#: The rate of a repeated failure before any such verdict: it mostly fails again.
+START_AGAIN = 0.1
 
 
 def size_class(chunk: int) -> int:
@@ -40,19 +48,22 @@ class SuccessModel:
     )
 
     @staticmethod
-    def _levels(strategy: str, chunk: int, after_success: bool) -> list[tuple[object, ...]]:
+    def _levels(strategy: str, chunk: int, after_success: bool, again: bool) -> list[tuple[object, ...]]:
+        if again:
+            return [("again",), ("again", strategy)]
         size = size_class(chunk)
         return [(), (strategy,), (strategy, size), (strategy, size, after_success)]
 
-    def p(self, strategy: str, chunk: int, after_success: bool) -> float:
-        rate = START
-        for level in self._levels(strategy, chunk, after_success):
+    def p(self, strategy: str, chunk: int, after_success: bool, again: bool = False) -> float:
+        """The chance of success; `again`: the candidate repeats a failure (see above)."""
+        rate = START_AGAIN if again else START
+        for level in self._levels(strategy, chunk, after_success, again):
             hits, tries = self._counts.get(level, (0, 0))
             rate = (hits + PRIOR_WEIGHT * rate) / (tries + PRIOR_WEIGHT)
         return rate
 
-    def record(self, strategy: str, chunk: int, after_success: bool, success: bool) -> None:
-        for level in self._levels(strategy, chunk, after_success):
+    def record(self, strategy: str, chunk: int, after_success: bool, success: bool, again: bool = False) -> None:
+        for level in self._levels(strategy, chunk, after_success, again):
             counts = self._counts[level]
             counts[0] += success
             counts[1] += 1
