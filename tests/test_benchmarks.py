@@ -220,3 +220,22 @@ def test_the_measured_commit_marks_changes_outside_the_results(tmp_path: Path):
     assert measured.commit(tmp_path) == head
     (tmp_path / "code.py").write_text("a = 2\n")  # the code measured is not HEAD's
     assert measured.commit(tmp_path) == head + "+"
+
+
+COMMANDS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if "__main__" in p.read_text())
+
+
+def test_every_benchmark_command_is_tested_here():
+    """A new benchmark script joins the list below by itself: an import error in one
+    (scale.py once broke after a move and nothing ran it) fails the suite, not a
+    measurement session."""
+    assert {"faults.py", "parallel.py", "run.py", "scale.py", "speculation.py", "workflows.py"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("script", COMMANDS)
+def test_a_benchmark_command_starts(script: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout.lower()
