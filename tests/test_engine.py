@@ -219,6 +219,18 @@ def test_a_move_is_kept_only_when_reducing_from_it_ends_smaller(tmp_path: Path):
     assert sizes == sorted(sizes, reverse=True)  # a trial above the best never reaches the output
 
 
+def test_an_undone_move_takes_back_the_bytes_its_reductions_saved(tmp_path: Path):
+    """xx -> xx,q,q is interesting, and reducing from it only removes the q lines again:
+    no smaller than before the move, so the move is undone, and so are the bytes the
+    summary (and the strategy order) would otherwise credit to those reductions."""
+    from strategies.text_lines import TextLines
+
+    moves = _Replace("rewrite", [("xx", "xx\nq\nq")])
+    ws, stats, _ = _engine_run(tmp_path, "a\nxx\nb\n", 'grep -q xx "$1"', [TextLines(), moves])
+    assert ws.program.text == "xx\n" and stats.moves_tried >= 1 and stats.moves_kept == 0
+    assert stats.per_strategy["text-lines"].bytes_saved == len("a\nb\n")
+
+
 def test_no_moves_when_the_budget_is_zero(tmp_path: Path):
     from strategies.text_lines import TextLines
 

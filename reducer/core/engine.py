@@ -334,6 +334,7 @@ class Engine:
         assert move is not None
         self._cancel(keep=set())
         snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot")
+        saved = {name: (st.bytes_saved, st.ops_saved) for name, st in self.stats.per_strategy.items()}
         self.ws.commit(move)
         log.info("%-16s move to %s; reducing from there", strategy.name, self.ws.size)
         self._fixpoint()
@@ -343,6 +344,10 @@ class Engine:
             return True
         log.info("%-16s move did not lead below %s; back to it", strategy.name, snapshot.size)
         self.ws.commit(snapshot)
+        # What the reductions after the move saved is gone with it: the summary and the
+        # strategy order count bytes that reached the output only.
+        for name, (saved_bytes, saved_ops) in saved.items():
+            self.stats.per_strategy[name].bytes_saved, self.stats.per_strategy[name].ops_saved = saved_bytes, saved_ops
         self.stats.final = self.ws.size
         return False
 
