@@ -66,8 +66,20 @@ def upstream_divsi(functions: int = 40, seed: int = 5) -> str:
 
 
 CASES = [
-    Case("chain-unary", "200 negf + one math.exp; answer: the exp", lambda: chain(200), f'{VALID} && grep -q math.exp "$1"', upstream=True),
-    Case("chain-binary", "200 addf + one math.exp; answer: the exp", lambda: chain(200, binary=True), f'{VALID} && grep -q math.exp "$1"', upstream=True),
+    Case(
+        "chain-unary",
+        "200 negf + one math.exp; answer: the exp",
+        lambda: chain(200),
+        f'{VALID} && grep -q math.exp "$1"',
+        upstream=True,
+    ),
+    Case(
+        "chain-binary",
+        "200 addf + one math.exp; answer: the exp",
+        lambda: chain(200, binary=True),
+        f'{VALID} && grep -q math.exp "$1"',
+        upstream=True,
+    ),
     Case(
         "upstream-divsi",
         "40 upstream functions (arith/scf/tensor), one arith.divsi that must survive mlir-opt-19 --canonicalize",

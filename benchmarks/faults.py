@@ -35,9 +35,11 @@ import measured  # noqa: E402
 #: A chain of 40 ops with the interesting one at the end, and a few functions.
 PROGRAM = (
     "func.func @f(%a: f32) -> f32 {\n"
-    + "".join(f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i-1}'} : f32\n" for i in range(40))
+    + "".join(f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i - 1}'} : f32\n" for i in range(40))
     + "  %e = math.exp %v39 : f32\n  return %e : f32\n}\n"
-    + "".join(f"func.func @g{i}(%x: i32) -> i32 {{\n  %c = arith.addi %x, %x : i32\n  return %c : i32\n}}\n" for i in range(8))
+    + "".join(
+        f"func.func @g{i}(%x: i32) -> i32 {{\n  %c = arith.addi %x, %x : i32\n  return %c : i32\n}}\n" for i in range(8)
+    )
 )
 
 CHECK = """#!/bin/sh
@@ -88,15 +90,23 @@ def resume(kills: int, jobs: int, delay: float, seed: int) -> list[dict]:
         assert proc.returncode == 0, proc.stderr
         expected = (work / "input.reduced.mlir").read_bytes()
         whole = _calls(counter)
-        rows.append({"run": "uninterrupted", "rc": proc.returncode, "checks": whole, "seconds": round(whole_seconds, 1),
-                     "bytes": len(expected)})
+        rows.append(
+            {
+                "run": "uninterrupted",
+                "rc": proc.returncode,
+                "checks": whole,
+                "seconds": round(whole_seconds, 1),
+                "bytes": len(expected),
+            }
+        )
         for i in range(kills):
             work = Path(d) / f"kill{i}"
             work.mkdir()
             counter, _ = _setup(work, CHECK, delay)
             at = rng.uniform(0.1, 0.9) * whole_seconds
-            killed = subprocess.Popen(_cmd(jobs), cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                      start_new_session=True)
+            killed = subprocess.Popen(
+                _cmd(jobs), cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            )
             time.sleep(at)
             os.killpg(killed.pid, signal.SIGKILL)
             killed.wait()
@@ -105,11 +115,18 @@ def resume(kills: int, jobs: int, delay: float, seed: int) -> list[dict]:
             proc = _run(work, jobs)
             after = _calls(counter) - before
             out = (work / "input.reduced.mlir").read_bytes()
-            rows.append({
-                "run": f"killed at {at:.1f} s", "rc": proc.returncode, "killed_checks": before, "rerun_checks": after,
-                "checks": before + after, "within": before + after <= whole + jobs, "identical": out == expected,
-                "resumed": "continuing the interrupted run" in proc.stderr,
-            })
+            rows.append(
+                {
+                    "run": f"killed at {at:.1f} s",
+                    "rc": proc.returncode,
+                    "killed_checks": before,
+                    "rerun_checks": after,
+                    "checks": before + after,
+                    "within": before + after <= whole + jobs,
+                    "identical": out == expected,
+                    "resumed": "continuing the interrupted run" in proc.stderr,
+                }
+            )
     return rows
 
 
@@ -124,9 +141,17 @@ def flaky(runs: int, jobs: int) -> list[dict]:
             out = work / "input.reduced.mlir"
             good = out.exists() and "math.exp" in out.read_text()
             says = "flaky" in proc.stderr
-            rows.append({"run": i, "rc": proc.returncode, "output_interesting": good, "says_flaky": says,
-                         "checks": _calls(counter), "ok": good and (proc.returncode == 0 or says),
-                         "message": next((ln for ln in proc.stderr.splitlines() if "error" in ln), "")[:160]})
+            rows.append(
+                {
+                    "run": i,
+                    "rc": proc.returncode,
+                    "output_interesting": good,
+                    "says_flaky": says,
+                    "checks": _calls(counter),
+                    "ok": good and (proc.returncode == 0 or says),
+                    "message": next((ln for ln in proc.stderr.splitlines() if "error" in ln), "")[:160],
+                }
+            )
     return rows
 
 
@@ -141,13 +166,17 @@ def main(kills: int, flaky_runs: int, jobs: int, delay: float, seed: int, save: 
     r = resume(kills, jobs, delay, seed)
     print(f"{'run':<18} {'rc':>3} {'killed':>7} {'rerun':>6} {'total':>6} {'<= whole+j':>10} {'identical':>9}")
     for row in r:
-        print(f"{row['run']:<18} {row['rc']:>3} {row.get('killed_checks', ''):>7} {row.get('rerun_checks', ''):>6} "
-              f"{row['checks']:>6} {str(row.get('within', '')):>10} {str(row.get('identical', '')):>9}")
+        print(
+            f"{row['run']:<18} {row['rc']:>3} {row.get('killed_checks', ''):>7} {row.get('rerun_checks', ''):>6} "
+            f"{row['checks']:>6} {str(row.get('within', '')):>10} {str(row.get('identical', '')):>9}"
+        )
     f = flaky(flaky_runs, jobs)
     print(f"\n{'flaky run':<10} {'rc':>3} {'output ok':>9} {'says flaky':>10} {'checks':>6}  message")
     for row in f:
-        print(f"{row['run']:<10} {row['rc']:>3} {str(row['output_interesting']):>9} {str(row['says_flaky']):>10} "
-              f"{row['checks']:>6}  {row['message']}")
+        print(
+            f"{row['run']:<10} {row['rc']:>3} {str(row['output_interesting']):>9} {str(row['says_flaky']):>10} "
+            f"{row['checks']:>6}  {row['message']}"
+        )
     passed = all(x["within"] and x["identical"] for x in r[1:]) and all(x["ok"] for x in f)
     print(f"\nbar met: {passed}")
     if save:

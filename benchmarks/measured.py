@@ -19,7 +19,9 @@ def commit(where: Path = HERE) -> str:
 
     try:
         head = git("rev-parse", "--short=12", "HEAD")
-        changed = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)benchmarks/results")
+        changed = git(
+            "status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)benchmarks/results"
+        )
     except OSError:
         return "unknown"
     return head + ("+" if changed else "")

@@ -26,7 +26,9 @@ class Bug:
 BUGS = {
     "f6": Bug("f6", "f6E2M3FN arithmetic: \"failed to legalize operation 'arith.truncf'\""),
     "tf32": Bug("tf32", "tf32 multiply: segfault in MemRefDescriptor::fromStaticShape (LLVM lowering)"),
-    "i4dyn": Bug("i4dyn", "i4 on a dynamic slice: \"failed to legalize operation 'vector.maskedload'\"", needs_index=True),
+    "i4dyn": Bug(
+        "i4dyn", "i4 on a dynamic slice: \"failed to legalize operation 'vector.maskedload'\"", needs_index=True
+    ),
     "i4odd": Bug("i4odd", "tensor<7xi4>: \"'stream.tensor.sizeof' op failed to calculate total byte count\""),
     "powf": Bug("powf", "math.powf of a negative base: NaN on llvm-cpu, the right value on vmvx"),
     "f6fused": Bug("f6fused", "f6E2M3FN round trip inside a two-result fused linalg.generic"),
@@ -66,7 +68,9 @@ class _Writer:
     def matmul(self, x: str, w: str, m: int, k: int, n: int) -> str:
         zero = self.op("arith.constant 0.0 : f32", "z")
         empty = self.op(f"tensor.empty() : tensor<{m}x{n}xf32>", "e")
-        acc = self.op(f"linalg.fill ins({zero} : f32) outs({empty} : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>", "acc")
+        acc = self.op(
+            f"linalg.fill ins({zero} : f32) outs({empty} : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>", "acc"
+        )
         return self.op(
             f"linalg.matmul ins({x}, {w} : tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) "
             f"outs({acc} : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>",
@@ -90,7 +94,7 @@ class _Writer:
             e1, e2 = self.op(f"tensor.empty() : {t}", "e"), self.op(f"tensor.empty() : {t}", "e")
             r = self.fresh("fused")
             self.lines += [
-                f"  {r}:2 = linalg.generic {{indexing_maps = [#id, #id, #id], iterator_types = [\"parallel\", \"parallel\"]}} "
+                f'  {r}:2 = linalg.generic {{indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}} '
                 f"ins({x} : {t}) outs({e1}, {e2} : {t}, {t}) {{",
                 "  ^bb0(%a: f32, %o1: f32, %o2: f32):",
                 "    %q = arith.truncf %a : f32 to f6E2M3FN",
@@ -120,17 +124,19 @@ class _Writer:
                 size, st = "7", "tensor<7xi4>"
             s = self.op(f"tensor.extract_slice {i4}[0] [{size}] [1] : tensor<{rows * cols}xi4> to {st}", "i")
             a = self.op(f"arith.addi {s}, {s} : {st}", "i")
-            ins = self.op(f"tensor.insert_slice {a} into {i4}[0] [{size}] [1] : {st} into tensor<{rows * cols}xi4>", "i")
+            ins = self.op(
+                f"tensor.insert_slice {a} into {i4}[0] [{size}] [1] : {st} into tensor<{rows * cols}xi4>", "i"
+            )
             e8 = self.op(f"arith.extsi {ins} : tensor<{rows * cols}xi4> to tensor<{rows * cols}xi8>", "i")
             ff = self.op(f"arith.sitofp {e8} : tensor<{rows * cols}xi8> to {flat}", "i")
-            back = self.op(
-                f"tensor.expand_shape {ff} [[0, 1]] output_shape [{rows}, {cols}] : {flat} into {t}", "i"
-            )
+            back = self.op(f"tensor.expand_shape {ff} [[0, 1]] output_shape [{rows}, {cols}] : {flat} into {t}", "i")
             return self.op(f"arith.addf {x}, {back} : {t}", "i")
         raise ValueError(kind)
 
 
-def _generic(w: _Writer, ins: list[str], t: str, body: str, maps: str = "#id", iters: str = '"parallel", "parallel"') -> str:
+def _generic(
+    w: _Writer, ins: list[str], t: str, body: str, maps: str = "#id", iters: str = '"parallel", "parallel"'
+) -> str:
     """An elementwise linalg.generic: body is a format string over %a0.. (inputs) returning %r."""
     empty = w.op(f"tensor.empty() : {t}", "e")
     n = len(ins)
@@ -166,25 +172,25 @@ def _softmax(seq: int) -> list[str]:
         "  %zero = arith.constant 0.0 : f32",
         f"  %e0 = tensor.empty() : {v}",
         f"  %m0 = linalg.fill ins(%ninf : f32) outs(%e0 : {v}) -> {v}",
-        f"  %max = linalg.generic {{indexing_maps = [#id, #row], iterator_types = [\"parallel\", \"reduction\"]}} ins(%x : {t}) outs(%m0 : {v}) {{",
+        f'  %max = linalg.generic {{indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}} ins(%x : {t}) outs(%m0 : {v}) {{',
         "  ^bb0(%a: f32, %acc: f32):",
         "    %r = arith.maximumf %a, %acc : f32",
         "    linalg.yield %r : f32",
         f"  }} -> {v}",
         f"  %e1 = tensor.empty() : {t}",
-        f"  %ex = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = [\"parallel\", \"parallel\"]}} ins(%x, %max : {t}, {v}) outs(%e1 : {t}) {{",
+        f'  %ex = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}} ins(%x, %max : {t}, {v}) outs(%e1 : {t}) {{',
         "  ^bb0(%a: f32, %m: f32, %o: f32):",
         "    %d = arith.subf %a, %m : f32",
         "    %r = math.exp %d : f32",
         "    linalg.yield %r : f32",
         f"  }} -> {t}",
         f"  %s0 = linalg.fill ins(%zero : f32) outs(%e0 : {v}) -> {v}",
-        f"  %sum = linalg.generic {{indexing_maps = [#id, #row], iterator_types = [\"parallel\", \"reduction\"]}} ins(%ex : {t}) outs(%s0 : {v}) {{",
+        f'  %sum = linalg.generic {{indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}} ins(%ex : {t}) outs(%s0 : {v}) {{',
         "  ^bb0(%a: f32, %acc: f32):",
         "    %r = arith.addf %a, %acc : f32",
         "    linalg.yield %r : f32",
         f"  }} -> {v}",
-        f"  %y = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = [\"parallel\", \"parallel\"]}} ins(%ex, %sum : {t}, {v}) outs(%e1 : {t}) {{",
+        f'  %y = linalg.generic {{indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}} ins(%ex, %sum : {t}, {v}) outs(%e1 : {t}) {{',
         "  ^bb0(%a: f32, %s: f32, %o: f32):",
         "    %r = arith.divf %a, %s : f32",
         "    linalg.yield %r : f32",
@@ -216,7 +222,9 @@ def _gelu(t: str) -> list[str]:
     ]
 
 
-def transformer(layers: int = 12, seq: int = 8, dim: int = 16, bug: str | None = "f6", bug_layer: int | None = None, seed: int = 0) -> str:
+def transformer(
+    layers: int = 12, seq: int = 8, dim: int = 16, bug: str | None = "f6", bug_layer: int | None = None, seed: int = 0
+) -> str:
     """A decoder stack: per layer q/k/v projections, scores, shared softmax, output
     projection, residual, RMS-style norm and a GELU feed-forward block."""
     bug_layer = layers * 2 // 3 if bug_layer is None else bug_layer
@@ -259,7 +267,9 @@ def transformer(layers: int = 12, seq: int = 8, dim: int = 16, bug: str | None =
     return "\n".join(out) + "\n"
 
 
-def convnet(stages: int = 10, hw: int = 8, ch: int = 4, bug: str | None = "i4odd", bug_stage: int | None = None, seed: int = 1) -> str:
+def convnet(
+    stages: int = 10, hw: int = 8, ch: int = 4, bug: str | None = "i4odd", bug_stage: int | None = None, seed: int = 1
+) -> str:
     """A same-padded conv stack: per stage pad, 3x3 conv with inline weights, bias, ReLU,
     a 1x1 mixing conv, residual; a dense classifier head in @head."""
     bug_stage = stages // 2 if bug_stage is None else bug_stage
@@ -301,7 +311,10 @@ def convnet(stages: int = 10, hw: int = 8, ch: int = 4, bug: str | None = "i4odd
         mixed = w.matmul(flat, w.weights(ch, ch), hw * hw, ch, ch)
         if bug is not None and i == bug_stage:
             mixed = w.bug(bug, mixed, flat_t, hw * hw, ch, "%n")
-        back = w.op(f"tensor.expand_shape {mixed} [[0, 1, 2], [3]] output_shape [1, {hw}, {hw}, {ch}] : {flat_t} into {img}", "f")
+        back = w.op(
+            f"tensor.expand_shape {mixed} [[0, 1, 2], [3]] output_shape [1, {hw}, {hw}, {ch}] : {flat_t} into {img}",
+            "f",
+        )
         y = w.op(f"arith.addf %x, {back} : {img}", "y")
         w.lines.append(f"  return {y} : {img}")
         w.lines.append("}")
@@ -332,7 +345,14 @@ def scale_module(ops: int, functions: int | None = None, seed: int = 3) -> str:
     special = (functions * 2 // 3, per // 2)
     out: list[str] = []
     t = "tensor<4xf32>"
-    kinds = ["arith.addf {a}, {b}", "arith.mulf {a}, {b}", "arith.subf {a}, {b}", "arith.maximumf {a}, {b}", "math.exp {a}", "arith.negf {a}"]
+    kinds = [
+        "arith.addf {a}, {b}",
+        "arith.mulf {a}, {b}",
+        "arith.subf {a}, {b}",
+        "arith.maximumf {a}, {b}",
+        "math.exp {a}",
+        "arith.negf {a}",
+    ]
     for f in range(functions):
         vis = "" if f == 0 else "private "
         out.append(f"func.func {vis}@f{f}(%arg0: {t}, %arg1: {t}) -> {t} {{")
@@ -392,7 +412,9 @@ _DEQUANT = [
 ]
 
 
-def quantised_mlp(layers: int = 8, batch: int = 4, width: int = 31, hidden: int = 32, bad_layer: int | None = None, seed: int = 2) -> str:
+def quantised_mlp(
+    layers: int = 8, batch: int = 4, width: int = 31, hidden: int = 32, bad_layer: int | None = None, seed: int = 2
+) -> str:
     """An int4-weight MLP: per layer a flat i4 weight literal, reshaped and dequantised
     by a linalg.generic (sitofp times a per-column scale), an up-projection matmul, ReLU
     and a down-projection matmul with f32 weights, residual. The bad layer's hidden
@@ -407,13 +429,16 @@ def quantised_mlp(layers: int = 8, batch: int = 4, width: int = 31, hidden: int 
         n = width * h
         vals = ", ".join(str(w.rng.randrange(-8, 8)) for _ in range(n))
         q = w.op(f"arith.constant dense<[{vals}]> : tensor<{n}xi4>", "wq")
-        q2 = w.op(f"tensor.expand_shape {q} [[0, 1]] output_shape [{width}, {h}] : tensor<{n}xi4> into tensor<{width}x{h}xi4>", "wq")
+        q2 = w.op(
+            f"tensor.expand_shape {q} [[0, 1]] output_shape [{width}, {h}] : tensor<{n}xi4> into tensor<{width}x{h}xi4>",
+            "wq",
+        )
         scales = ", ".join(f"{w.rng.uniform(0.01, 0.1):.4f}" for _ in range(h))
         sc = w.op(f"arith.constant dense<[{scales}]> : tensor<{h}xf32>", "sc")
         e = w.op(f"tensor.empty() : tensor<{width}x{h}xf32>", "e")
         deq = w.fresh("deq")
         w.lines += [
-            f"  {deq} = linalg.generic {{indexing_maps = [#q, #s, #q], iterator_types = [\"parallel\", \"parallel\"]}} "
+            f'  {deq} = linalg.generic {{indexing_maps = [#q, #s, #q], iterator_types = ["parallel", "parallel"]}} '
             f"ins({q2}, {sc} : tensor<{width}x{h}xi4>, tensor<{h}xf32>) outs({e} : tensor<{width}x{h}xf32>) {{",
             "  ^bb0(%v: i4, %s: f32, %o: f32):",
             "    %f = arith.sitofp %v : i4 to f32",

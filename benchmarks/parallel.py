@@ -102,7 +102,9 @@ def run(config: str, sleep: float, extra: list[str]) -> dict:
 def main(configs: str, sleep: float, save: bool, results: str, extra: tuple[str, ...]) -> None:
     rows = []
     click.echo(f"commit {measured.commit()}; check: sleep {sleep}; grep\n")
-    click.echo("| configuration | wall s | vs local:1 | checks | wasted speculative | utilisation | lost workers | final ops | same output |")
+    click.echo(
+        "| configuration | wall s | vs local:1 | checks | wasted speculative | utilisation | lost workers | final ops | same output |"
+    )
     click.echo("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for config in configs.split(","):
         r = run(config.strip(), sleep, list(extra))

@@ -95,7 +95,17 @@ FIRST_THREE = "split-functions,shrink-tensors,drop-ops"
 
 def _ireereduce(jobs: int, *extra: str) -> Callable[[Path, Path], list[str]]:
     return lambda w, c: [
-        "ireereduce", "input.mlir", "--check", str(c), "-o", "out.mlir", "-j", str(jobs), "-q", "--stats-json", "stats.json",
+        "ireereduce",
+        "input.mlir",
+        "--check",
+        str(c),
+        "-o",
+        "out.mlir",
+        "-j",
+        str(jobs),
+        "-q",
+        "--stats-json",
+        "stats.json",
         *extra,
     ]
 
@@ -138,13 +148,30 @@ TOOLS = [
         available=lambda: shutil.which("mlir-reduce-19") is not None,
         upstream_only=True,
     ),
-    Tool("cvise", lambda w, c: ["cvise", "--n", "2", "--not-c", "--tidy", "--timeout", "120", str(c), "input.mlir"],
-         available=lambda: shutil.which("cvise") is not None),
-    Tool("creduce", lambda w, c: ["creduce", "--n", "2", "--not-c", "--tidy", "--timeout", "120", str(c), "input.mlir"],
-         available=lambda: shutil.which("creduce") is not None),
+    Tool(
+        "cvise",
+        lambda w, c: ["cvise", "--n", "2", "--not-c", "--tidy", "--timeout", "120", str(c), "input.mlir"],
+        available=lambda: shutil.which("cvise") is not None,
+    ),
+    Tool(
+        "creduce",
+        lambda w, c: ["creduce", "--n", "2", "--not-c", "--tidy", "--timeout", "120", str(c), "input.mlir"],
+        available=lambda: shutil.which("creduce") is not None,
+    ),
     Tool(
         "shrinkray",
-        lambda w, c: [str(SHRINKRAY), "--parallelism", "2", "--ui", "basic", "--no-llm", "--timeout", "120", str(c), "input.mlir"],
+        lambda w, c: [
+            str(SHRINKRAY),
+            "--parallelism",
+            "2",
+            "--ui",
+            "basic",
+            "--no-llm",
+            "--timeout",
+            "120",
+            str(c),
+            "input.mlir",
+        ],
         available=SHRINKRAY.exists,
     ),
     Tool("lithium", _lithium, available=lambda: shutil.which("lithium") is not None, best=_lithium_best),
@@ -161,10 +188,7 @@ def wrap_check(work: Path, case: Case, invert: bool) -> Path:
     script = work / "check.sh"
     tail = "\nr=$?; [ $r -eq 0 ] && exit 1 || exit 0" if invert else ""
     script.write_text(
-        "#!/bin/sh\n"
-        f'echo x >> "{work / "calls"}"\n'
-        'set -- "$(realpath "${1:-input.mlir}")"\n'
-        f"{case.check}{tail}\n"
+        f'#!/bin/sh\necho x >> "{work / "calls"}"\nset -- "$(realpath "${{1:-input.mlir}}")"\n{case.check}{tail}\n'
     )
     script.chmod(0o755)
     return script
@@ -245,10 +269,21 @@ def run_one(case: Case, tool: Tool, text: str, cap: float, outputs: Path = OUTPU
         stats = json.loads((work / "stats.json").read_text())
     note = "" if wrote else "no output written"
     return Record(
-        case=case.name, tool=tool.name, ops=body_ops(out_text), bytes=len(out_text.encode()), seconds=round(seconds, 1),
-        calls=calls, still_interesting=still, capped=capped, exit_code=proc.returncode,
-        engine_seconds=stats.get("engine_seconds"), wait_seconds=stats.get("wait_seconds"), cap=cap,
-        date=date.today().isoformat(), note=note, commit=commit,
+        case=case.name,
+        tool=tool.name,
+        ops=body_ops(out_text),
+        bytes=len(out_text.encode()),
+        seconds=round(seconds, 1),
+        calls=calls,
+        still_interesting=still,
+        capped=capped,
+        exit_code=proc.returncode,
+        engine_seconds=stats.get("engine_seconds"),
+        wait_seconds=stats.get("wait_seconds"),
+        cap=cap,
+        date=date.today().isoformat(),
+        note=note,
+        commit=commit,
     )
 
 
@@ -346,7 +381,11 @@ def summary(rows: list[dict]) -> None:
         progressed = [r for r in peers if r["ops"] is not None and r["ops"] < n_in]
         fewest = min(progressed, key=lambda r: r["calls"], default=None)
         j1_s = f"{j1['seconds']:.0f}" if j1 else ""
-        share = f"{100 * ours['engine_seconds'] / ours['seconds']:.1f}%" if ours and ours.get("engine_seconds") is not None else ""
+        share = (
+            f"{100 * ours['engine_seconds'] / ours['seconds']:.1f}%"
+            if ours and ours.get("engine_seconds") is not None
+            else ""
+        )
         click.echo(
             f"| {case.name} | {n_in} | {_cell(ours)} | {j1_s} | {share} | "
             f"{best['tool'] + ': ' + _cell(best) if best else 'none'} | {fewest['tool'] + ': ' + _cell(fewest) if fewest else 'none'} |"
@@ -361,7 +400,9 @@ def table(short: bool) -> None:
     if short:
         summary(rows)
         return
-    click.echo(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; cap per run as shown.\n")
+    click.echo(
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; cap per run as shown.\n"
+    )
     click.echo("| case | tool | final ops | bytes | wall s | oracle calls | engine share | still fails | notes |")
     click.echo("|---|---|---:|---:|---:|---:|---:|---|---|")
     for case in CASES:
@@ -369,13 +410,30 @@ def table(short: bool) -> None:
         if not mine:
             continue
         original = case.make()
-        click.echo(f"| **{case.name}** | (original) | {body_ops(original)} | {len(original.encode())} | | | | yes | {case.summary} |")
-        mine.sort(key=lambda r: (not r["still_interesting"], r["ops"] if r["ops"] is not None else 10**9, r["bytes"], r["seconds"]))
+        click.echo(
+            f"| **{case.name}** | (original) | {body_ops(original)} | {len(original.encode())} | | | | yes | {case.summary} |"
+        )
+        mine.sort(
+            key=lambda r: (
+                not r["still_interesting"],
+                r["ops"] if r["ops"] is not None else 10**9,
+                r["bytes"],
+                r["seconds"],
+            )
+        )
         for r in mine:
             share = ""
             if r.get("engine_seconds") is not None and r["seconds"]:
                 share = f"{100 * r['engine_seconds'] / r['seconds']:.0f}%"
-            notes = ", ".join(x for x in [f"capped at {r['cap']:.0f} s" if r["capped"] else "", r.get("note", ""), f"exit {r['exit_code']}" if r["exit_code"] not in (0, None) and not r["capped"] else ""] if x)
+            notes = ", ".join(
+                x
+                for x in [
+                    f"capped at {r['cap']:.0f} s" if r["capped"] else "",
+                    r.get("note", ""),
+                    f"exit {r['exit_code']}" if r["exit_code"] not in (0, None) and not r["capped"] else "",
+                ]
+                if x
+            )
             click.echo(
                 f"| | {r['tool']} | {_fmt_ops(r)} | {r['bytes']} | {r['seconds']:.1f} | {r['calls']} | {share} | "
                 f"{'yes' if r['still_interesting'] else 'NO'} | {notes} |"
@@ -396,7 +454,11 @@ def hand(tool: str) -> None:
         text = (HERE / "hand" / case.hand).read_text()
         h_ops, h_bytes = body_ops(text), len(text.encode())
         r = rows.get((case.name, tool))
-        got = f"{_fmt_ops(r)} ({r['bytes']}) / {r['seconds']:.0f}{'+' if r['capped'] else ''} s / {r['calls']}" if r else "not run"
+        got = (
+            f"{_fmt_ops(r)} ({r['bytes']}) / {r['seconds']:.0f}{'+' if r['capped'] else ''} s / {r['calls']}"
+            if r
+            else "not run"
+        )
         ratio = f"{r['ops'] / h_ops:.2f}x" if r and r["ops"] is not None and h_ops else ""
         click.echo(f"| {case.name} | {body_ops(case.make())} | {h_ops} ({h_bytes}) | {got} | {ratio} |")
 

@@ -78,7 +78,19 @@ def measure(name: str, text: str, check_body: str, jobs: int) -> dict:
         check.write_text(f"#!/bin/sh\n{check_body}\n")
         check.chmod(0o755)
         stats = work / "stats.json"
-        argv = ["ireereduce", str(src), "-c", str(check), "-o", str(work / "out.mlir"), "-j", str(jobs), "-q", "--stats-json", str(stats)]
+        argv = [
+            "ireereduce",
+            str(src),
+            "-c",
+            str(check),
+            "-o",
+            str(work / "out.mlir"),
+            "-j",
+            str(jobs),
+            "-q",
+            "--stats-json",
+            str(stats),
+        ]
         peak = 0
         start = time.monotonic()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -100,10 +112,18 @@ def measure(name: str, text: str, check_body: str, jobs: int) -> dict:
         s = json.loads(stats.read_text())
         result = (work / "out.mlir").read_text()
         return {
-            "input": name, "ops": s["original"]["ops"], "bytes": src.stat().st_size, "final_ops": s["final"]["ops"],
-            "final_bytes": s["final"]["bytes"], "seconds": round(seconds, 2), "checks": s["oracle_calls"],
-            "cache_hits": s["cache_hits"], "engine": round(s["engine_seconds"], 2), "wait": round(s["wait_seconds"], 2),
-            "share": round(s["engine_seconds"] / seconds, 3), "peak_mb": round(peak / 2**20),
+            "input": name,
+            "ops": s["original"]["ops"],
+            "bytes": src.stat().st_size,
+            "final_ops": s["final"]["ops"],
+            "final_bytes": s["final"]["bytes"],
+            "seconds": round(seconds, 2),
+            "checks": s["oracle_calls"],
+            "cache_hits": s["cache_hits"],
+            "engine": round(s["engine_seconds"], 2),
+            "wait": round(s["wait_seconds"], 2),
+            "share": round(s["engine_seconds"] / seconds, 3),
+            "peak_mb": round(peak / 2**20),
             "output_sha": hashlib.sha256(result.encode()).hexdigest()[:12],
         }
 
@@ -117,14 +137,18 @@ def row(r: dict) -> str:
 
 @click.command()
 @click.option("--sizes", default="1000,5000,20000,100000", show_default=True)
-@click.option("--megabyte/--no-megabyte", default=True, show_default=True, help="Also the 0.9 MB transformer, 0.2 s check.")
+@click.option(
+    "--megabyte/--no-megabyte", default=True, show_default=True, help="Also the 0.9 MB transformer, 0.2 s check."
+)
 @click.option("-j", "jobs", default=2, show_default=True)
 @click.option("--save/--no-save", default=True, show_default=True, help="Write the results file.")
 @click.option("--results", default="scale.json", show_default=True, help="Its name in benchmarks/results/.")
 def main(sizes: str, megabyte: bool, jobs: int, save: bool, results: str) -> None:
     measured = commit()
     click.echo(f"commit {measured}; -j {jobs}\n")
-    click.echo("| input | ops in | bytes in | ops out (incl. module, func, return) | wall s | checks | engine s | waiting s | engine share | peak MB |")
+    click.echo(
+        "| input | ops in | bytes in | ops out (incl. module, func, return) | wall s | checks | engine s | waiting s | engine share | peak MB |"
+    )
     click.echo("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     cases = [(f"scale {n}", models.scale_module(n), scale_check()) for n in (int(x) for x in sizes.split(",") if x)]
     if megabyte:

@@ -46,8 +46,21 @@ def run(case: str, config: str, cap: float, jobs: int, commit: str) -> dict[str,
     with tempfile.TemporaryDirectory(prefix=f"wf-{case}-") as tmp:
         src = Path(tmp) / "input.mlir"
         src.write_text(BY_NAME[case].make())
-        argv = [sys.executable, "-m", "reducer.cli", str(src), "-j", str(jobs), "-q",
-                "--stats-json", f"{tmp}/stats.json", "--report-json", f"{tmp}/report.json", *extra, *CONFIGS[config]]
+        argv = [
+            sys.executable,
+            "-m",
+            "reducer.cli",
+            str(src),
+            "-j",
+            str(jobs),
+            "-q",
+            "--stats-json",
+            f"{tmp}/stats.json",
+            "--report-json",
+            f"{tmp}/report.json",
+            *extra,
+            *CONFIGS[config],
+        ]
         if command:
             argv += ["--compile", command]
         start = time.monotonic()
@@ -58,19 +71,30 @@ def run(case: str, config: str, cap: float, jobs: int, commit: str) -> dict[str,
             os.killpg(proc.pid, signal.SIGINT)
             _, err = proc.communicate(timeout=60)
         seconds = time.monotonic() - start
-        row: dict[str, object] = {"case": case, "config": config, "commit": commit, "rc": proc.returncode, "seconds": round(seconds, 1),
-                                  "capped": seconds >= cap}
+        row: dict[str, object] = {
+            "case": case,
+            "config": config,
+            "commit": commit,
+            "rc": proc.returncode,
+            "seconds": round(seconds, 1),
+            "capped": seconds >= cap,
+        }
         try:
             report = json.loads(Path(f"{tmp}/report.json").read_text())
         except FileNotFoundError:
             row["error"] = err.strip().splitlines()[-1:] if err else "no report"
             return row
         row.update(
-            ops_in=report["sizes"]["before"]["ops"], start_ops=report["sizes"]["reduction_start"]["ops"],
-            ops=report["sizes"]["after"]["ops"], bytes=report["sizes"]["after"]["bytes"],
-            checks=report["oracle_calls"], different_bug=report["rejected_as_different_bug"],
-            phase=report["phase"], dispatch=(report["dispatch"] or {}).get("name"),
-            dispatch_seconds=(report["dispatch"] or {}).get("seconds"), signature=(report["signature"] or {}).get("summary"),
+            ops_in=report["sizes"]["before"]["ops"],
+            start_ops=report["sizes"]["reduction_start"]["ops"],
+            ops=report["sizes"]["after"]["ops"],
+            bytes=report["sizes"]["after"]["bytes"],
+            checks=report["oracle_calls"],
+            different_bug=report["rejected_as_different_bug"],
+            phase=report["phase"],
+            dispatch=(report["dispatch"] or {}).get("name"),
+            dispatch_seconds=(report["dispatch"] or {}).get("seconds"),
+            signature=(report["signature"] or {}).get("summary"),
         )
         return row
 
@@ -84,7 +108,9 @@ def table(rows: list[dict[str, object]]) -> str:
             continue
         where = r.get("dispatch") or r.get("phase") or ""
         cap = "+" if r["capped"] else ""
-        lines.append(f"| {r['case']} | {r['config']} | {r['ops']} ({r['bytes']}) | {r['seconds']}{cap} | {r['checks']} | {r['different_bug']} | {where} |")
+        lines.append(
+            f"| {r['case']} | {r['config']} | {r['ops']} ({r['bytes']}) | {r['seconds']}{cap} | {r['checks']} | {r['different_bug']} | {where} |"
+        )
     return "\n".join(lines)
 
 

@@ -28,10 +28,22 @@ from reducer.iree import signature
 from reducer.iree.oracles.mismatch import split_top
 
 FLAGS = {
-    "llvm-cpu": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=generic"],
+    "llvm-cpu": [
+        "--iree-hal-target-device=local",
+        "--iree-hal-local-target-device-backends=llvm-cpu",
+        "--iree-llvmcpu-target-cpu=generic",
+    ],
     "vmvx": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx"],
 }
-DTYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+DTYPES = {
+    "f32": np.float32,
+    "f16": np.float16,
+    "f64": np.float64,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+}
 
 
 def entry(text: str) -> tuple[str, list[str], int]:
@@ -79,7 +91,14 @@ def run(backend: str, src: str, fn: str, inputs: list[str], tmp: Path, n_out: in
         sys.exit(1)
     outs = [tmp / f"{backend}-out{i}.npy" for i in range(n_out)]
     proc = subprocess.run(
-        ["iree-run-module", f"--module={vmfb}", "--device=local-task", f"--function={fn}", *inputs, *[f"--output=@{o}" for o in outs]],
+        [
+            "iree-run-module",
+            f"--module={vmfb}",
+            "--device=local-task",
+            f"--function={fn}",
+            *inputs,
+            *[f"--output=@{o}" for o in outs],
+        ],
         capture_output=True,
         text=True,
     )
