@@ -304,6 +304,31 @@ def test_engine_seconds_count_main_process_work_and_wait_seconds_idle_time(tmp_p
     assert stats.engine_seconds + stats.wait_seconds <= wall + 0.05
 
 
+def test_commits_do_not_measure_volumes_that_no_tie_needs(tmp_path: Path, monkeypatch):
+    """Issue 13: scanning a megabyte for its volume at every commit was a fifth of the
+    engine's time on the scale module. Ops and bytes decide each commit here, so only the
+    original and the final program are scanned, and the final size still has its volume."""
+    from conftest import workspace
+
+    from reducer.core import ir as irutil
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle as Oracle
+    from strategies.drop_ops import DropOps
+
+    real = irutil.tensor_volume
+    scans: list[str] = []
+    monkeypatch.setattr(irutil, "tensor_volume", lambda text: scans.append(text) or real(text))
+    script = make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    with LocalExecutor(Oracle(str(script), "in.mlir", 10.0), 1) as ex:
+        ws = workspace(chain(40, keep=20))
+        engine = Engine(ws, [DropOps()], ex, lambda c: None, move_budget=0)
+        stats = engine.run()
+    assert stats.per_strategy["drop-ops"].accepts >= 2
+    assert len(scans) <= 2 and stats.final.volume == real(ws.program.text) > 0
+    assert engine.best is not None and engine.best.size == stats.final
+
+
 def test_a_known_dull_candidate_is_not_built_again(tmp_path: Path, monkeypatch):
     """Issue 13: keeping one function gives the same text again after an unrelated one
     went; with split-functions' fingerprint the engine answers it from the cache without

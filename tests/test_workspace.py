@@ -73,3 +73,20 @@ def test_volume_is_measured_only_when_a_comparison_needs_it(monkeypatch):
     assert scans == []
     assert fork.size.volume == real(fork.program.text) and len(scans) == 1
     assert fork.size.volume == real(fork.program.text) and len(scans) == 1  # measured once
+
+
+def test_a_tie_with_the_best_so_far_is_broken_by_volumes_measured_then():
+    """The engine compares each commit with the best so far without measuring volumes
+    (issue 13); when ops and bytes tie, both volumes are measured and decide."""
+    from conftest import workspace
+
+    from reducer.core.workspace import UNKNOWN_VOLUME, Candidate, Size
+
+    two = "func.func @f(%a: tensor<8xf32>) -> tensor<8xf32> {\n  return %a : tensor<8xf32>\n}\n"
+    wide = workspace(two)
+    narrow = workspace(two.replace("8x", "1x"))
+    best = Candidate(wide.program.text, Size(wide.size_known().ops, wide.size_known().bytes, UNKNOWN_VOLUME), "s")
+    assert narrow.size_known().volume == UNKNOWN_VOLUME
+    assert narrow.smaller_than(best) and not wide.smaller_than(best)
+    assert wide.measured(best).size.volume == 3 * 8 * 32
+    assert not workspace(two + two.replace("@f", "@g")).smaller_than(best)  # more ops: no volume needed

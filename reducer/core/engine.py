@@ -40,7 +40,7 @@ from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
 from reducer.core.predictor import SuccessModel
 from reducer.core.strategy import Edit, Strategy
-from reducer.core.workspace import Candidate, Rejected, Size, Workspace
+from reducer.core.workspace import UNKNOWN_VOLUME, Candidate, Rejected, Size, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +218,10 @@ class Engine:
         return self.stats
 
     def _account(self) -> None:
+        if self.best is not None:  # the best's volume, left unmeasured at its commit
+            self.best = self.ws.measured(self.best)
+            if self.stats.final.volume == UNKNOWN_VOLUME:
+                self.stats.final = self.best.size
         ex, before = self.executor.stats, self._executor_before
         wall = max(time.monotonic() - self._started, 1e-9)
         self.stats.busy_seconds = ex.busy_seconds - before.busy_seconds
@@ -374,7 +378,7 @@ class Engine:
     # -- committing ------------------------------------------------------------------
     def _accept(self, strategy: Strategy, candidate: Candidate | None, fork: Workspace) -> None:
         assert candidate is not None
-        before = self.ws.size
+        before = self.ws.size_known()  # volumes are measured only where a tie needs them
         if fork is self.ws:
             self.ws.commit(candidate)
         else:
@@ -384,19 +388,18 @@ class Engine:
         st.bytes_saved += before.bytes - candidate.size.bytes
         if before.ops is not None and candidate.size.ops is not None:
             st.ops_saved += before.ops - candidate.size.ops
-        if self.best is None or self.ws.size.smaller_than(self.best.size):
-            self.best = attrs.evolve(candidate, size=self.ws.size)
-            self.stats.final = self.ws.size
+        size = self.ws.size_known()
+        if self.best is None or self.ws.smaller_than(self.best):
+            self.best = attrs.evolve(candidate, size=size)
+            self.stats.final = size
             self.on_improve(candidate)
-            self.on_event(
-                "improve", {"size": self.ws.size, "strategy": strategy.name, "checks": self.stats.oracle_calls}
-            )
+            self.on_event("improve", {"size": size, "strategy": strategy.name, "checks": self.stats.oracle_calls})
         original = self.stats.original.bytes or 1
         log.info(
             "%-16s %s (%.1f%% of the original), %d oracle calls so far",
             strategy.name,
-            self.ws.size,
-            100.0 * self.ws.size.bytes / original,
+            size,
+            100.0 * size.bytes / original,
             self.stats.oracle_calls,
         )
 
