@@ -90,3 +90,38 @@ def test_a_tie_with_the_best_so_far_is_broken_by_volumes_measured_then():
     assert narrow.smaller_than(best) and not wide.smaller_than(best)
     assert wide.measured(best).size.volume == 3 * 8 * 32
     assert not workspace(two + two.replace("@f", "@g")).smaller_than(best)  # more ops: no volume needed
+
+
+def test_a_candidate_equal_to_the_program_is_rejected_without_printing(monkeypatch):
+    """Issue 13: most opt-passes candidates on a big program change nothing, and printing
+    each to find that out was a third of the engine's printing on the scale module. Equal
+    IR is rejected as printing it would have been; different IR of as many ops is printed."""
+    from conftest import workspace
+    from iree.compiler import ir
+    from programs import chain
+
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import Candidate, Rejected
+
+    printed: list[int] = []
+    real = irutil.to_text
+    monkeypatch.setattr(irutil, "to_text", lambda op, *a, **k: printed.append(1) or real(op, *a, **k))
+
+    class Rewrite:
+        name = "rewrite"
+
+        def apply(self, program, edits):
+            root = program.clone()
+            for op in irutil.iter_ops(root):
+                if edits and op.name == "math.exp":
+                    op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<fast>")
+            return root
+
+    ws = workspace(chain(20, keep=5))
+    printed.clear()  # the workspace prints its program once
+    with ws.scope():
+        assert ws.materialize(Rewrite(), []) == Rejected("not-smaller")
+        assert ws.materialize(Rewrite(), [], grow=True) == Rejected("no-op")
+        assert printed == []
+        changed = ws.materialize(Rewrite(), ["fast"], grow=True)
+    assert isinstance(changed, Candidate) and "fastmath<fast>" in changed.text and printed == [1]

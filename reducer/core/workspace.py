@@ -230,8 +230,13 @@ class MLIRWorkspace(Workspace):
             root = result
         if self.verify:
             irutil.verify(root)
+        ops = irutil.count_ops(root)
+        if ops == self._size.ops and irutil.same_ir(root, self.program.root):
+            # A pass that changed nothing (most of opt-passes' candidates on a big program):
+            # the same IR prints the current text, which materialize rejects unprinted.
+            return self.program.text, self._size
         text = irutil.to_text(root, self.options, verified=self.verify)
-        ops, nbytes = irutil.count_ops(root), len(text.encode())
+        nbytes = len(text.encode())
         # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
         # A pass that changed nothing ties too, but materialize rejects the same text unmeasured.
         tie = (ops, nbytes) == (self._size.ops, self._size.bytes) and text != self.program.text
