@@ -19,6 +19,14 @@ from strategies._ir.rewriter import Rewriter
 from strategies._ir.symbols import Symbols
 
 
+def _text_digests(program: MLIRProgram) -> list[bytes]:
+    """SHA-256 of the text around the top-level ops, then of each one's text: once per
+    program, so a fingerprint hashes 32 bytes per surviving op, not its whole text."""
+    cut = top_level_texts(program)
+    assert cut is not None  # asked only after top_level_texts succeeded
+    return [hashlib.sha256(t.encode()).digest() for t in (cut[0], *cut[1])]
+
+
 class SplitFunctions(Strategy[MLIRProgram]):
     name = "split-functions"
     summary = "delete functions and other symbols, or keep one function (and what it needs) alone"
@@ -60,16 +68,17 @@ class SplitFunctions(Strategy[MLIRProgram]):
         cut = top_level_texts(program)
         if cut is None:
             return None
-        around, texts = cut
+        texts = cut[1]
         info = program.analysis(Symbols)
         keep_targets, doomed = self._doomed(info, edits)
         doomed_paths = {info.symbols[n] for n in doomed}
         survivors = [i for i in range(len(texts)) if (0, 0, i) not in doomed_paths]
         alive = {n for n, p in info.symbols.items() if p not in doomed_paths}
         cut_refs = sorted(n for n in doomed if any(p[:3] not in doomed_paths for p in info.users.get(n, [])))
-        parts = [around, *(texts[i] for i in survivors), repr(sorted(keep_targets)), repr(cut_refs)]
-        parts.append(repr(sorted(alive & info.referenced)))  # what the Rewriter treats as called
-        return hashlib.sha256("\0".join(parts).encode()).digest()
+        digests = program.analysis(_text_digests)  # hashing a megabyte per candidate cost more
+        parts = [digests[0], *(digests[i + 1] for i in survivors)]
+        tail = [repr(sorted(keep_targets)), repr(cut_refs), repr(sorted(alive & info.referenced))]
+        return hashlib.sha256(b"".join(parts) + "\0".join(tail).encode()).digest()
 
     def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
         info = program.analysis(Symbols)

@@ -95,3 +95,28 @@ def test_fingerprint_is_equal_exactly_when_the_result_is():
     changed = workspace(MODULE.replace("arith.negf %0", "math.absf %0") + other)
     edits = {(e.kind, e.arg): e for e in s.opportunities(changed.program)}
     assert s.fingerprint(changed.program, [edits[("keep-only", "main")]]) != keep_main
+
+
+def test_a_fingerprint_hashes_each_text_once_per_program(monkeypatch):
+    """The engine asks a fingerprint of every candidate (issue 13): hashing the surviving
+    texts each time cost as much as printing on a megabyte. Each top-level op's text is
+    hashed once per program; a fingerprint then hashes 32 bytes per survivor."""
+    import hashlib
+
+    import strategies.split_functions as module
+
+    hashed: list[int] = []
+
+    def sha256(data: bytes = b""):
+        hashed.append(len(data))
+        return hashlib.sha256(data)
+
+    monkeypatch.setattr(module, "hashlib", type("H", (), {"sha256": staticmethod(sha256)}))
+    s = SplitFunctions()
+    ws = workspace(MODULE)
+    edits = s.opportunities(ws.program)
+    s.fingerprint(ws.program, edits[:1])
+    hashed.clear()
+    for e in edits:
+        s.fingerprint(ws.program, [e])
+    assert len(hashed) == len(edits) and max(hashed) < len(ws.program.text) / 2
