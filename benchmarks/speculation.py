@@ -42,6 +42,7 @@ from reducer.core import engine as engine_module  # noqa: E402
 from reducer.core import ir as irutil  # noqa: E402
 from reducer.core.executor import Executor, ExecutorStats  # noqa: E402
 from reducer.core.oracle import Oracle, Verdict  # noqa: E402
+from reducer.core.predictor import SuccessModel  # noqa: E402
 from reducer.core.workspace import MLIRWorkspace  # noqa: E402
 
 CHECK_SECONDS = 1.0
@@ -118,6 +119,15 @@ def simulate(workers: int, cost: float, predictor: str) -> dict[str, Any]:
         futures=types.SimpleNamespace(wait=ex.wait, FIRST_COMPLETED=None, Future=concurrent.futures.Future)
     )
     MLIRWorkspace.materialize = materialize  # type: ignore[method-assign]
+    sides = [0, 0]  # decisions the learnt model put on the right side of even odds, decisions
+
+    class Scored(SuccessModel):
+        def record(self, strategy: str, chunk: int, after: bool, success: bool, again: bool = False) -> None:
+            sides[0] += (self.p(strategy, chunk, after, again) >= 0.5) == success
+            sides[1] += 1
+            super().record(strategy, chunk, after, success, again)
+
+    eng._model = Scored()
     if predictor in TOLD:
         told = TOLD[predictor]
         eng._likelihood = lambda trial, *_: told if interesting(trial.candidate.data) else 1 - told  # type: ignore[method-assign]
@@ -132,6 +142,7 @@ def simulate(workers: int, cost: float, predictor: str) -> dict[str, Any]:
         "virtual_seconds": round(ex.now, 2),
         "checks": stats.oracle_calls,
         "wasted": stats.wasted_checks,
+        "right_side": f"{sides[0]}/{sides[1]}",  # of the learnt model, whichever predictor steered
         "output": ws.program.text,
     }
 
@@ -143,8 +154,10 @@ def simulate(workers: int, cost: float, predictor: str) -> dict[str, Any]:
 def main(jobs: str, cost: float, save: bool) -> None:
     rows = []
     click.echo(f"commit {commit()}; check {CHECK_SECONDS:g} s (virtual); materialising {cost:g} s each\n")
-    click.echo("| workers | predictor | virtual s | vs 1 worker | checks | wasted | same output |")
-    click.echo("|---:|---|---:|---:|---:|---:|---|")
+    click.echo(
+        "| workers | predictor | virtual s | vs 1 worker | checks | wasted | learnt on the right side | same output |"
+    )
+    click.echo("|---:|---|---:|---:|---:|---:|---:|---|")
     base: dict[str, Any] | None = None
     for predictor in ("learnt", *TOLD):
         for n in [int(j) for j in jobs.split(",")]:
@@ -156,6 +169,7 @@ def main(jobs: str, cost: float, save: bool) -> None:
             click.echo(
                 f"| {n} | {row['predictor']} | {row['virtual_seconds']:.1f} | "
                 f"{row['virtual_seconds'] / base['virtual_seconds']:.2f}x | {row['checks']} | {row['wasted']} | "
+                f"{row['right_side']} | "
                 f"{'yes' if same else 'NO'} |"
             )
     if save:
