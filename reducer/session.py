@@ -7,6 +7,7 @@ is wrong and what to do, and a documented exit code (see EXIT_CODES and the READ
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import errno
 import logging
@@ -27,7 +28,7 @@ from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.core.executor import Executor, LocalExecutor
-from reducer.core.oracle import Oracle, RepeatOracle, ScriptOracle, Verdict, run_scope
+from reducer.core.oracle import KILL_GRACE, Oracle, RepeatOracle, ScriptOracle, Verdict, run_scope
 from reducer.core.state import Busy, OutputLock, RunState, differences, fingerprint
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
@@ -351,7 +352,12 @@ def _user_error(exc: OSError) -> UserError:
 
 
 def check_repeatedly(
-    executor: Executor, oracle: Oracle, data: bytes, times: int, until: Callable[[Verdict], bool]
+    executor: Executor,
+    oracle: Oracle,
+    data: bytes,
+    times: int,
+    until: Callable[[Verdict], bool],
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[Verdict]:
     """Check data `times` times and read the verdicts in order, stopping after the first
     one `until` accepts. The checks run at once on the executor's workers (a re-check
@@ -359,11 +365,14 @@ def check_repeatedly(
     would compete for the CPUs; checks not read are cancelled. What is read is what a
     sequential loop would read, so the outcome does not depend on -j. An OSError out of
     a check is raised as it is: the caller knows what to tell the user (before the run,
-    or after it, where the best result so far is)."""
+    or after it, where the best result so far is). `meanwhile` runs once the first checks
+    are submitted, before any is read."""
     concurrent_ = not oracle.measures_time
     futures = [executor.submit(data, oracle) for _ in range(times if concurrent_ else 1)]
     read: list[Verdict] = []
     try:
+        if meanwhile is not None:
+            meanwhile()
         while len(read) < times:
             if len(futures) <= len(read):
                 futures.append(executor.submit(data, oracle))
@@ -399,10 +408,69 @@ def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]
     return chosen
 
 
-def _choose_workspace(text: str, judged: Callable[[bytes], bool], verify: bool) -> Workspace:
+class _Reprinted:
+    """The original parsed, and its re-printed form checked while the original's own two
+    checks run, so the engine starts one check time sooner. Started only for an oracle
+    that neither learns from the original's verdict nor measures time; its verdict is
+    used only where it is provably the one `_choose_workspace`'s check would give."""
+
+    def __init__(self, text: str, verify: bool, oracle: Oracle, executor: Executor) -> None:
+        self.text, self.verify, self.oracle, self.executor = text, verify, oracle, executor
+        self.data: bytes | None = None
+        self.future: concurrent.futures.Future[Verdict] | None = None
+        self.workspace: MLIRWorkspace | irutil.ParseError
+        try:
+            self.workspace = MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
+        except irutil.ParseError as exc:
+            self.workspace = exc
+            return
+        canonical = self.workspace.canonical(irutil.PrintOptions())
+        if canonical != text:
+            self.data = canonical.encode()
+            self.future = executor.submit(self.data, oracle)
+
+    def parsed(self, text: str, verify: bool) -> MLIRWorkspace | irutil.ParseError | None:
+        """The parse of text, if it is the one made here; None if text changed since."""
+        return self.workspace if (text, verify) == (self.text, self.verify) else None
+
+    def verdict(self, data: bytes, judge: Oracle) -> Verdict | None:
+        """The early verdict, if checking data with judge would give it: the same bytes,
+        the same oracle up to its timeout (set from the original's check time), and, if
+        the timeouts differ, one run that finished within judge's (a longer one would
+        have been cut off). None: check it as usual. Read once; the check is then done
+        or cancelled."""
+        future, self.future = self.future, None
+        if future is None:
+            return None
+        if data != self.data or self.oracle.with_timeout(judge.timeout) != judge:
+            self.executor.cancel(future)
+            return None
+        try:  # a check past judge's timeout would have been cut off: no need to wait for it
+            verdict = future.result(timeout=None if judge.timeout is None else judge.timeout + 2 * KILL_GRACE)
+        except concurrent.futures.TimeoutError:
+            self.executor.cancel(future)
+            return None
+        if self.oracle == judge:
+            return verdict
+        within = judge.timeout is None or verdict.seconds <= judge.timeout
+        one_run = not isinstance(judge, RepeatOracle)
+        return verdict if one_run and within and not verdict.timed_out else None
+
+    def cancel(self) -> None:
+        if self.future is not None:
+            self.executor.cancel(self.future)
+            self.future = None
+
+
+def _choose_workspace(
+    text: str, judged: Callable[[bytes], bool], verify: bool, early: _Reprinted | None = None
+) -> Workspace:
     """MLIR if the input parses and the check still likes it once re-printed; else text."""
     try:
-        ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
+        parsed = early.parsed(text, verify) if early is not None else None
+        if isinstance(parsed, irutil.ParseError):
+            raise parsed
+        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
     except irutil.ParseError as exc:
         log.warning(
             "input does not parse as MLIR (%s); falling back to text reduction (lines, balanced blocks, tokens)", exc
@@ -674,16 +742,49 @@ class _Guard:
 
 def _check_original(
     settings: Settings, text: str, basename: str, guard: _Guard, executor: Executor
-) -> tuple[Oracle, Verdict, float, str | None]:
+) -> tuple[Oracle, Verdict, float, str | None, _Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
-    disagrees with itself is flaky."""
+    disagrees with itself is flaky. Meanwhile parse it and check its re-printed form,
+    where that check does not depend on these verdicts (see `_Reprinted`)."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
+    early: list[_Reprinted] = []
+
+    def reprint() -> None:
+        judge = RepeatOracle(first, settings.repeat) if settings.repeat > 1 else first
+        early.append(_Reprinted(text, settings.verify, judge, executor))
+
+    # --repeat's verdict is its last run's: only with the timeout fixed is it provably the same.
+    ahead = not (first.measures_time or first.learns_from_original() or (settings.repeat > 1 and not settings.timeout))
+    try:
+        oracle, verdict, timeout, flaky = _judge_original(
+            settings, text, first, guard, executor, reprint if ahead else None
+        )
+    except BaseException:
+        for e in early:
+            e.cancel()
+        raise
+    return oracle, verdict, timeout, flaky, early[0] if early else None
+
+
+def _judge_original(
+    settings: Settings,
+    text: str,
+    first: Oracle,
+    guard: _Guard,
+    executor: Executor,
+    meanwhile: Callable[[], None] | None,
+) -> tuple[Oracle, Verdict, float, str | None]:
     # A timeout (of a check that does not time things) ends it: the run stops there.
     try:
         verdicts = check_repeatedly(
-            executor, first, text.encode(), 2, until=lambda v: v.timed_out and not first.measures_time
+            executor,
+            first,
+            text.encode(),
+            2,
+            until=lambda v: v.timed_out and not first.measures_time,
+            meanwhile=meanwhile,
         )
     except OSError as exc:
         raise _user_error(exc) from None
@@ -820,13 +921,14 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
     elif state is not None and state.exists():
         state.remove()  # killed before the start was recorded: nothing to continue
 
+    early: _Reprinted | None = None  # the re-printed original's check, if it ran alongside
     if resumed is not None:
         begin = resumed
         notes.extend(begin.findings.notes)
         flaky_start = None
     else:
         monitor.phase("checking the original")
-        oracle, verdict, timeout, flaky_start = _check_original(settings, text, basename, guard, inner)
+        oracle, verdict, timeout, flaky_start, early = _check_original(settings, text, basename, guard, inner)
         monitor.phase("triage")
         findings = Findings()
         text, oracle = _workflows(settings, text, oracle, findings, inner)
@@ -893,9 +995,15 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         executor = JournaledExecutor(inner, journal, after=guard.check)
 
         def judged(data: bytes) -> bool:
-            return executor.submit(data, judge).result().interesting
+            known = early.verdict(data, judge) if early is not None else None
+            if known is None:
+                return executor.submit(data, judge).result().interesting
+            executor.record(data, known)
+            return known.interesting
 
-        ws = _choose_workspace(text, judged, settings.verify)
+        ws = _choose_workspace(text, judged, settings.verify, early)
+        if early is not None:
+            early.cancel()  # not needed after all (the start changed, or MLIR prints it as it is)
         strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
         # Sizes everywhere (log, summary, report) measure the program as ireereduce prints
         # it, so the first improvement compares like with like, not with the input's spelling.

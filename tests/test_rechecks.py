@@ -104,3 +104,92 @@ def test_a_full_disk_during_the_final_rechecks_says_where_the_best_result_is(tmp
     assert raised.value.code == EXIT_CANNOT_WRITE
     assert "No space left on device" in str(raised.value)
     assert f"{out} holds the smallest interesting program so far" in str(raised.value)
+
+
+#: Spelled unlike MLIR prints it, so the run checks the re-printed form too.
+UNPRINTED = "func.func @f(%a: f32) -> f32 {\n  %0 = math.atan2 %a, %a : f32\n  return   %0 : f32\n}\n"
+
+
+def tagged_check(tmp_path: Path, src: Path, log: Path, original: str, reprinted: str) -> str:
+    """A check that logs its start and end, tagged with whether it got the original."""
+    stamp = "python3 -c 'import time; print(time.time())'"
+    return str(
+        make_script(
+            tmp_path / "check.sh",
+            f'tag=reprint; cmp -s "$1" {src} && tag=original\n'
+            f'echo "start:$({stamp}):$tag" >> {log}\n'
+            f"if [ $tag = original ]; then {original}; else {reprinted}; fi\n"
+            f'rc=$?; echo "end:$({stamp}):$tag" >> {log}; exit $rc',
+        )
+    )
+
+
+def test_the_reprinted_original_is_checked_alongside_the_original(tmp_path: Path):
+    """A script's verdict does not depend on the original's, so the re-printed form's
+    check runs with the original's two instead of after them: one check time less
+    before the engine starts. The decision is still the one a sequential run makes."""
+    import pytest
+
+    from reducer.session import LimitReached, Settings, reduce_file
+
+    src, log = tmp_path / "in.mlir", tmp_path / "log"
+    src.write_text(UNPRINTED)
+    body = 'sleep 0.6; grep -q math.atan2 "$1"'
+    check = tagged_check(tmp_path, src, log, body, body)
+    with pytest.raises(LimitReached) as stopped:
+        reduce_file(Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=3, no_state=True, max_checks=1))
+    assert stopped.value.result.mode == "mlir"  # the re-printed form was judged interesting
+    lines = [line.split(":") for line in log.read_text().split()]
+    starts = [(float(t), tag) for what, t, tag in lines if what == "start"]
+    ends = [(float(t), tag) for what, t, tag in lines if what == "end"]
+    first_three = sorted(starts)[:3]
+    assert sorted(tag for _, tag in first_three) == ["original", "original", "reprint"]
+    reprint_start = next(t for t, tag in first_three if tag == "reprint")
+    original_end = min(t for t, tag in ends if tag == "original")
+    assert reprint_start < original_end  # not one after another
+
+
+def test_an_original_that_is_not_interesting_is_told_so_while_the_reprint_still_runs(tmp_path: Path):
+    """The original's verdicts are read first, as before: a not-interesting original gives
+    the same message and exit code, and the re-print's check (hanging here) is cancelled."""
+    import time
+
+    import pytest
+
+    from reducer.session import EXIT_NOT_INTERESTING, Settings, UserError, reduce_file
+
+    src, log = tmp_path / "in.mlir", tmp_path / "log"
+    src.write_text(UNPRINTED)
+    check = tagged_check(tmp_path, src, log, "echo 'no crash here' >&2; false", "sleep 60")
+    start = time.monotonic()
+    with pytest.raises(UserError) as raised:
+        reduce_file(Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=3, no_state=True))
+    assert time.monotonic() - start < 20
+    assert raised.value.code == EXIT_NOT_INTERESTING
+    assert str(raised.value) == (
+        "the check says the original input is not interesting (exit code 1; no crash here); "
+        "it must be interesting for the input as given (mlir-reduce users: invert your script's exit codes)"
+    )
+    time.sleep(0.5)
+    tags = [line.rsplit(":", 1)[1] + ":" + line.split(":")[0] for line in log.read_text().split()]
+    assert "reprint:start" in tags and "reprint:end" not in tags  # it ran, and was killed
+    assert not (tmp_path / "out.mlir").exists()
+
+
+def test_an_early_reprint_verdict_counts_only_where_the_run_would_reach_the_same(tmp_path: Path):
+    """Checked before the run's timeout is known, the re-print's verdict is used only if
+    the check with that timeout could not have differed: a run longer than it would
+    have been cut off, so that one is checked again."""
+    from reducer.session import _Reprinted
+
+    check = make_script(tmp_path / "check.sh", "sleep 0.5; exit 0")
+    early_oracle = ScriptOracle(str(check), "in.mlir", 300.0)
+    with LocalExecutor(None, 1) as ex:
+        early = _Reprinted(UNPRINTED, True, early_oracle, ex)
+        assert early.data is not None and early.data.decode() != UNPRINTED
+        assert early.verdict(early.data, early_oracle.with_timeout(0.3)) is None  # took 0.5 s
+        early = _Reprinted(UNPRINTED, True, early_oracle, ex)
+        verdict = early.verdict(early.data, early_oracle.with_timeout(30.0))
+        assert verdict is not None and verdict.interesting
+        early = _Reprinted(UNPRINTED, True, early_oracle, ex)
+        assert early.verdict(early.data, ScriptOracle(str(check), "other.mlir", 30.0)) is None  # another oracle

@@ -152,6 +152,16 @@ class JournaledExecutor(Executor):
         inner.add_done_callback(done)
         return out
 
+    def record(self, data: bytes, verdict: Verdict) -> None:
+        """Take a verdict reached on the inner executor before the journal existed (the
+        re-printed original's, checked alongside the original) as if it had run here."""
+        if self.after is not None:
+            self.after(verdict)
+        if self.journal is not None:
+            k = key(data)
+            self.journal.record(k, verdict)
+            self.journal.verdicts[k] = verdict
+
     def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
         inner = self._inner.pop(future, None)
         if inner is not None:

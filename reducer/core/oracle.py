@@ -102,6 +102,12 @@ class Oracle(abc.ABC):
         """Learn from the original's verdict (its failure signature); the result judges candidates."""
         return self
 
+    def learns_from_original(self) -> bool:
+        """Whether `calibrate` depends on the original's verdict. One that does not (a
+        script decides for itself) judges another text the same before that verdict is
+        known, so the session checks the re-printed original alongside the original."""
+        return type(self).calibrate is not Oracle.calibrate
+
     def with_timeout(self, timeout: float | None) -> Oracle:
         # Every oracle is an attrs class with a timeout field; the abstract base cannot say so.
         return attrs.evolve(self, timeout=timeout)  # type: ignore[misc]
@@ -351,6 +357,9 @@ class RepeatOracle(Oracle):
 
     def calibrate(self, original: Verdict) -> Oracle:
         return attrs.evolve(self, inner=self.inner.calibrate(original))
+
+    def learns_from_original(self) -> bool:
+        return self.inner.learns_from_original()
 
     def with_timeout(self, timeout: float | None) -> Oracle:
         return attrs.evolve(self, inner=self.inner.with_timeout(timeout))
