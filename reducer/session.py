@@ -34,7 +34,7 @@ from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
 from reducer.iree import dispatch, phases, upstream
 from reducer.iree.flags import reduce_flags
-from reducer.iree.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
+from reducer.iree.oracles import CompileOracle, SlowCompileOracle, parse_command
 from reducer.iree.oracles.command import Command, CommandError
 from reducer.progress import Monitor
 
@@ -525,6 +525,8 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
             f"the compile command's program {command.argv[0]!r} is not found; install it or give its path",
         )
     if settings.mismatch:
+        from reducer.iree.oracles.mismatch import MismatchOracle  # numpy: only a mismatch run needs it
+
         if against is None or timing:
             raise UserError(
                 EXIT_USAGE, "--mismatch needs --against COMMAND (the second configuration), and no --slower-than"

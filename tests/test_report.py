@@ -90,8 +90,14 @@ def test_the_title_is_the_failure_not_the_oracle():
 
 
 def _oracle_classes() -> list[type]:
-    import reducer.iree.oracles  # noqa: F401  (registers the built-in oracles as subclasses)
+    import importlib
+    import pkgutil
+
+    import reducer.iree.oracles as package
     from reducer.core.oracle import Oracle
+
+    for info in pkgutil.iter_modules(package.__path__):  # registers every built-in oracle, lazy ones too
+        importlib.import_module(f"{package.__name__}.{info.name}")
 
     found, todo = [], [Oracle]
     while todo:
