@@ -394,9 +394,14 @@ def registry() -> dict[str, type[Strategy]]:
     return discover(BUILTIN)
 
 
-def select_strategies(mode: str, only: Sequence[str] | None, skip: Sequence[str]) -> list[Strategy]:
+def select_strategies(
+    mode: str,
+    only: Sequence[str] | None,
+    skip: Sequence[str],
+    available: dict[str, type[Strategy]] | None = None,
+) -> list[Strategy]:
     """Instances in run order (registry order), filtered by mode and the user's lists."""
-    available = registry()
+    available = registry() if available is None else available
     only = None if only is None else [canonical_name(n) for n in only]
     skip = [canonical_name(n) for n in skip]
     unknown = [n for n in list(only or []) + list(skip) if n not in available]
@@ -743,25 +748,34 @@ class _Guard:
 
 
 def _check_original(
-    settings: Settings, text: str, basename: str, guard: _Guard, executor: Executor
+    settings: Settings,
+    text: str,
+    basename: str,
+    guard: _Guard,
+    executor: Executor,
+    meanwhile: Callable[[], object] = lambda: None,
 ) -> tuple[Oracle, Verdict, float, str | None, _Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
-    disagrees with itself is flaky. Meanwhile parse it and check its re-printed form,
-    where that check does not depend on these verdicts (see `_Reprinted`)."""
+    disagrees with itself is flaky. While they run, parse it and check its re-printed
+    form where that check does not depend on these verdicts (see `_Reprinted`), then
+    call `meanwhile`; neither happens while an oracle measures time."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
     early: list[_Reprinted] = []
 
-    def reprint() -> None:
-        judge = RepeatOracle(first, settings.repeat) if settings.repeat > 1 else first
-        early.append(_Reprinted(text, settings.verify, judge, executor))
-
     # --repeat's verdict is its last run's: only with the timeout fixed is it provably the same.
-    ahead = not (first.measures_time or first.learns_from_original() or (settings.repeat > 1 and not settings.timeout))
+    ahead = not (first.learns_from_original() or (settings.repeat > 1 and not settings.timeout))
+
+    def while_checking() -> None:
+        if ahead:
+            judge = RepeatOracle(first, settings.repeat) if settings.repeat > 1 else first
+            early.append(_Reprinted(text, settings.verify, judge, executor))
+        meanwhile()
+
     try:
         oracle, verdict, timeout, flaky = _judge_original(
-            settings, text, first, guard, executor, reprint if ahead else None
+            settings, text, first, guard, executor, None if first.measures_time else while_checking
         )
     except BaseException:
         for e in early:
@@ -924,13 +938,18 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         state.remove()  # killed before the start was recorded: nothing to continue
 
     early: _Reprinted | None = None  # the re-printed original's check, if it ran alongside
+    loaded: list[dict[str, type[Strategy]]] = []  # the registry, if loaded meanwhile
     if resumed is not None:
         begin = resumed
         notes.extend(begin.findings.notes)
         flaky_start = None
     else:
         monitor.phase("checking the original")
-        oracle, verdict, timeout, flaky_start, early = _check_original(settings, text, basename, guard, inner)
+        # Loading the strategies (the MLIR bindings, networkx: about a second) while the
+        # original's checks run takes it off the way to the engine's first check.
+        oracle, verdict, timeout, flaky_start, early = _check_original(
+            settings, text, basename, guard, inner, meanwhile=lambda: loaded.append(registry())
+        )
         monitor.phase("triage")
         findings = Findings()
         text, oracle = _workflows(settings, text, oracle, findings, inner)
@@ -1006,7 +1025,9 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         ws = _choose_workspace(text, judged, settings.verify, early)
         if early is not None:
             early.cancel()  # not needed after all (the start changed, or MLIR prints it as it is)
-        strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies)
+        strategies = select_strategies(
+            ws.mode, settings.strategies, settings.skip_strategies, loaded[0] if loaded else None
+        )
         # Sizes everywhere (log, summary, report) measure the program as ireereduce prints
         # it, so the first improvement compares like with like, not with the input's spelling.
         input_size = ws.size if text == original_text else _size_of(original_text)
