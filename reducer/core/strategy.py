@@ -8,7 +8,6 @@ never caches and never sees processes: the engine decides which subsets to try.
 from __future__ import annotations
 
 import abc
-import importlib.metadata
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -137,6 +136,8 @@ def discover(builtin: Sequence[type[Strategy]]) -> dict[str, type[Strategy]]:
     built-ins so this contract module never imports them. A plug-in that is not a
     Strategy, or whose name is taken, is rejected with a warning rather than silently
     replacing (or shadowing) what the user asked for."""
+    import importlib.metadata  # about 50 ms, and only discovery needs it: not at start-up
+
     found: dict[str, type[Strategy]] = {cls.name: cls for cls in builtin}
     try:
         eps: Any = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)

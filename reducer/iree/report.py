@@ -7,7 +7,6 @@ is the same content laid out as an issue body.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import json
 import os
 import platform
@@ -70,6 +69,8 @@ OUTPUT_LINES = 60
 
 @functools.cache
 def versions() -> dict[str, str]:
+    import importlib.metadata  # about 50 ms: only a report needs it, not every run's start-up
+
     def first_lines(argv: list[str]) -> str:
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout
