@@ -193,3 +193,21 @@ def test_an_early_reprint_verdict_counts_only_where_the_run_would_reach_the_same
         assert verdict is not None and verdict.interesting
         early = _Reprinted(UNPRINTED, True, early_oracle, ex)
         assert early.verdict(early.data, ScriptOracle(str(check), "other.mlir", 30.0)) is None  # another oracle
+
+
+def test_only_oracles_that_do_not_learn_from_the_original_check_the_reprint_early():
+    """A built-in oracle keeps the original's failure signature, so a candidate's
+    verdict depends on the original's: its re-print waits for it. --repeat asks the
+    oracle it repeats."""
+    from reducer.core.oracle import RepeatOracle
+    from reducer.iree.oracles import CompileOracle, MismatchOracle, SlowCompileOracle, parse_command
+
+    script = ScriptOracle("check.sh", "in.mlir", 10.0)
+    compile_ = CompileOracle(parse_command("iree-compile {input}"), "in.mlir", 10.0)
+    io = parse_command("iree-compile {input} -o {output}", needs_output=True)
+    assert not script.learns_from_original()
+    assert not RepeatOracle(script, 3).learns_from_original()
+    assert compile_.learns_from_original()
+    assert RepeatOracle(compile_, 3).learns_from_original()
+    assert MismatchOracle(io, io, "in.mlir", 10.0).learns_from_original()
+    assert SlowCompileOracle(parse_command("iree-compile {input}"), "in.mlir", 10.0, seconds=1.0).learns_from_original()
