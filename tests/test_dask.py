@@ -211,3 +211,27 @@ def test_resources_send_every_check_to_a_worker_that_has_them(tmp_path: Path):
         assert "math.exp" in out
     finally:
         c.close()
+
+
+def test_the_embedded_cluster_forks_its_workers_and_leaves_nothing_behind(tmp_path: Path):
+    """Dask's default start method spawns each worker as a fresh interpreter (10 s for 8
+    workers on 2 cores); the embedded cluster's come from a fork server instead, which
+    the run's sweep ends with the run."""
+    import psutil
+
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.oracle import ScriptOracle, run_scope
+
+    check = make_script(tmp_path / "check.sh", "exit 0")
+    with run_scope():
+        ex = DaskExecutor(ScriptOracle(str(check), "in.mlir", 30.0), 2)
+        try:
+            assert ex.submit(b"x").result().interesting
+            pids = ex.client.run(os.getpid).values()
+            parents = {" ".join(psutil.Process(pid).parent().cmdline()) for pid in pids}
+            assert all("forkserver" in p for p in parents), parents
+        finally:
+            ex.close()
+    time.sleep(0.5)
+    left = [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [p.cmdline() for p in left]
