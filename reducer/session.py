@@ -754,18 +754,26 @@ def _check_original(
     guard: _Guard,
     executor: Executor,
     meanwhile: Callable[[], object] = lambda: None,
+    reprint_early: bool = True,
 ) -> tuple[Oracle, Verdict, float, str | None, _Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
-    disagrees with itself is flaky. While they run, parse it and check its re-printed
-    form where that check does not depend on these verdicts (see `_Reprinted`), then
-    call `meanwhile`; neither happens while an oracle measures time."""
+    disagrees with itself is flaky. While they run, call `meanwhile`, and (if
+    `reprint_early`, with three workers or more) parse the original and check its
+    re-printed form where that check does not depend on these verdicts (see
+    `_Reprinted`); neither happens while an oracle measures time."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
     early: list[_Reprinted] = []
 
     # --repeat's verdict is its last run's: only with the timeout fixed is it provably the same.
-    ahead = not (first.learns_from_original() or (settings.repeat > 1 and not settings.timeout))
+    # With fewer than three workers the re-print would only queue behind the original's
+    # two checks, and hold a worker at the first check's long timeout if it hangs.
+    ahead = (
+        reprint_early
+        and executor.workers >= 3
+        and not (first.learns_from_original() or (settings.repeat > 1 and not settings.timeout))
+    )
 
     def while_checking() -> None:
         if ahead:
@@ -948,7 +956,14 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         # Loading the strategies (the MLIR bindings, networkx: about a second) while the
         # original's checks run takes it off the way to the engine's first check.
         oracle, verdict, timeout, flaky_start, early = _check_original(
-            settings, text, basename, guard, inner, meanwhile=lambda: loaded.append(registry())
+            settings,
+            text,
+            basename,
+            guard,
+            inner,
+            meanwhile=lambda: loaded.append(registry()),
+            # A smaller result already in the output may be where the run starts instead.
+            reprint_early=settings.fresh or not os.path.exists(output),
         )
         monitor.phase("triage")
         findings = Findings()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import attrs
+import pytest
 from conftest import make_script
 
 from reducer.core.executor import LocalExecutor
@@ -134,8 +135,10 @@ def test_the_reprinted_original_is_checked_alongside_the_original(tmp_path: Path
 
     src, log = tmp_path / "in.mlir", tmp_path / "log"
     src.write_text(UNPRINTED)
-    body = 'sleep 0.6; grep -q math.atan2 "$1"'
-    check = tagged_check(tmp_path, src, log, body, body)
+    # The original's checks outlast the parse that comes before the re-print's, even on a
+    # loaded machine; the re-print's own check is short.
+    original, reprint = 'sleep 2; grep -q math.atan2 "$1"', 'sleep 0.6; grep -q math.atan2 "$1"'
+    check = tagged_check(tmp_path, src, log, original, reprint)
     with pytest.raises(LimitReached) as stopped:
         reduce_file(Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=3, no_state=True, max_checks=1))
     assert stopped.value.result.mode == "mlir"  # the re-printed form was judged interesting
@@ -151,7 +154,8 @@ def test_the_reprinted_original_is_checked_alongside_the_original(tmp_path: Path
 
 def test_an_original_that_is_not_interesting_is_told_so_while_the_reprint_still_runs(tmp_path: Path):
     """The original's verdicts are read first, as before: a not-interesting original gives
-    the same message and exit code, and the re-print's check (hanging here) is cancelled."""
+    the same message and exit code at once, and the re-print's check (hanging here) is
+    killed with the run (the session's abort kills it, whether or not it was cancelled)."""
     import time
 
     import pytest
@@ -211,3 +215,33 @@ def test_only_oracles_that_do_not_learn_from_the_original_check_the_reprint_earl
     assert RepeatOracle(compile_, 3).learns_from_original()
     assert MismatchOracle(io, io, "in.mlir", 10.0).learns_from_original()
     assert SlowCompileOracle(parse_command("iree-compile {input}"), "in.mlir", 10.0, seconds=1.0).learns_from_original()
+
+
+@pytest.mark.parametrize(("workers", "fresh_start", "early"), [(3, True, True), (2, True, False), (3, False, False)])
+def test_the_reprint_goes_early_only_with_a_worker_for_it_and_a_fresh_start(
+    tmp_path: Path, workers: int, fresh_start: bool, early: bool
+):
+    """With fewer than three workers it would queue behind the original's checks and hold
+    a worker at their long first timeout; with a result already in the output the run may
+    start from that instead, so the original's re-print is not checked ahead then."""
+    from reducer.session import Settings, _check_original, _Guard
+
+    src = tmp_path / "in.mlir"
+    src.write_text(UNPRINTED)
+    check = str(make_script(tmp_path / "check.sh", 'grep -q math.atan2 "$1"'))
+    settings = Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=workers, no_state=True)
+    submitted: list[bytes] = []
+
+    class Counting(LocalExecutor):
+        def submit(self, data: bytes, oracle=None):
+            submitted.append(data)
+            return super().submit(data, oracle)
+
+    with Counting(None, workers) as ex:
+        *_, reprinted = _check_original(
+            settings, UNPRINTED, "in.mlir", _Guard(settings, settings.output), ex, reprint_early=fresh_start
+        )
+        if reprinted is not None:
+            reprinted.cancel()
+    assert (reprinted is not None) == early
+    assert len(submitted) == (3 if early else 2)

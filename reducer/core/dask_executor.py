@@ -43,8 +43,9 @@ CONNECT_TIMEOUT = "10s"
 #: worker starts a fresh interpreter that imports Dask and re-runs the command's main
 #: module: 8 workers took 10-12 s to start and 2 s to close on 2 cores, against 2 s and
 #: 0.3 s. The server is single-threaded, so unlike a plain fork of this process it
-#: copies neither the client's threads nor, for a worker restarted mid-run, the MLIR
-#: context; it starts inside the run's scope, so the run's sweep ends it with the run.
+#: copies none of the client's threads; it starts inside the run's scope, so the run's
+#: sweep ends it with the run. The setting holds while the cluster is built: a worker
+#: that Dask restarts after a kill is spawned the slow way (it works, only later).
 LOCAL_CLUSTER_CONFIG = {
     "distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS - 1,
     "distributed.worker.multiprocessing-method": "forkserver",
