@@ -125,3 +125,22 @@ def test_a_candidate_equal_to_the_program_is_rejected_without_printing(monkeypat
         assert printed == []
         changed = ws.materialize(Rewrite(), ["fast"], grow=True)
     assert isinstance(changed, Candidate) and "fastmath<fast>" in changed.text and printed == [1]
+
+
+def test_the_canonical_form_in_the_workspace_options_is_its_text_unprinted(monkeypatch):
+    """The session asks for the input's re-printed form (to check it) right after the
+    workspace printed it: with the same options that is the text it has, not a second
+    print of a megabyte module. Other options still print."""
+    from programs import chain
+
+    from reducer.core import ir as irutil
+
+    printed: list[int] = []
+    real = irutil.to_text
+    monkeypatch.setattr(irutil, "to_text", lambda op, *a, **k: printed.append(1) or real(op, *a, **k))
+    ws = workspace(chain(20, keep=5))
+    printed.clear()
+    assert ws.canonical(ws.options) == ws.program.text
+    assert printed == []
+    generic = ws.canonical(irutil.PrintOptions(generic=True))
+    assert printed == [1] and generic != ws.program.text

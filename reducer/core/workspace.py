@@ -203,6 +203,10 @@ class MLIRWorkspace(Workspace):
             yield
 
     def canonical(self, options: irutil.PrintOptions) -> str:
+        """The program printed with options; with the workspace's own, that is its text
+        already (printing a megabyte module again costs as much as the first time)."""
+        if options == self.options:
+            return self.program.text
         return irutil.to_text(self.program.root, options, verified=False)
 
     def reprint(self, options: irutil.PrintOptions) -> None:
