@@ -192,14 +192,12 @@ class Engine:
         #: (strategy, fingerprint) -> the key and size of the text it builds (issue 13: skip
         #: rebuilding what the cache already judged); small, unlike `_made`, so kept across programs.
         self._dull: dict[tuple[str, bytes], tuple[bytes, Size]] = {}
-        self._fingerprint: tuple[str, bytes] | None = None
         #: What speculation expects of a candidate, learnt from the verdicts decisions read.
         self._model = SuccessModel()
-        #: Chunks that failed, and single edits that failed alone, on any program. An edit
-        #: names its place only on the program it was listed on, so this is a hint for the
+        #: Hashes of the chunks (strategy, edits) that failed, on any program. An edit names
+        #: its place only on the program it was listed on, so this is a hint for the
         #: predictor (the round after a commit lists mostly the same edits), never a decision.
         self._failed: set[int] = set()
-        self._failed_alone: set[tuple[str, Edit]] = set()
         self._last_success = False
         self._started = time.monotonic()
         #: The executor's counters when the engine started: checks it ran before (the
@@ -436,8 +434,6 @@ class Engine:
         self._last_success = trial.verdict
         if not trial.verdict:
             self._failed.add(hash(trial.identity))
-            if trial.chunk == 1:
-                self._failed_alone.add((trial.strategy.name, trial.chunk_edits[0]))
         return trial.verdict
 
     def _materialise(self, trial: _Trial, ws: Workspace) -> None:
@@ -447,12 +443,13 @@ class Engine:
         self._check_stop()
         made = (self._program_key(ws), trial.strategy.name, tuple(trial.chunk_edits), trial.grow)
         result = self._made.get(made)
-        if result is None and self._known_dull(trial, ws):
-            return
         if result is None:
+            fingerprint = self._fingerprint(trial, ws)
+            if fingerprint is not None and self._known_dull(trial, ws, fingerprint):
+                return
             result = self._made[made] = ws.materialize(trial.strategy, trial.chunk_edits, grow=trial.grow)
-            if self._fingerprint is not None and isinstance(result, Candidate):
-                self._dull[self._fingerprint] = (key(result.data), result.size)
+            if fingerprint is not None and isinstance(result, Candidate):
+                self._dull[fingerprint] = (key(result.data), result.size)
         if isinstance(result, Rejected):
             trial.rejection = result.reason
             trial.verdict = False
@@ -467,23 +464,24 @@ class Engine:
             return
         self._submit(trial)
 
-    def _known_dull(self, trial: _Trial, ws: Workspace) -> bool:
-        """Answer trial without building it when its strategy's fingerprint names a text
-        already judged not interesting, and that text is strictly smaller in ops and bytes
-        than ws's program (so building it would reach the same cache hit)."""
-        self._fingerprint = None
+    @staticmethod
+    def _fingerprint(trial: _Trial, ws: Workspace) -> tuple[str, bytes] | None:
+        """The strategy's key of what trial would build (moves have none: they may grow)."""
         method = getattr(trial.strategy, "fingerprint", None)
         if trial.grow or method is None:
-            return False
+            return None
         try:
             with ws.scope():
                 fingerprint = method(ws.program, trial.chunk_edits)
         except Exception:  # a faulty fingerprint only costs the shortcut
-            return False
-        if fingerprint is None:
-            return False
-        self._fingerprint = (trial.strategy.name, fingerprint)
-        known = self._dull.get(self._fingerprint)
+            return None
+        return None if fingerprint is None else (trial.strategy.name, fingerprint)
+
+    def _known_dull(self, trial: _Trial, ws: Workspace, fingerprint: tuple[str, bytes]) -> bool:
+        """Answer trial without building it when its fingerprint names a text already
+        judged not interesting, and that text is strictly smaller in ops and bytes than
+        ws's program (so building it would reach the same cache hit)."""
+        known = self._dull.get(fingerprint)
         if known is None or self.cache.get(known[0]) is not False:
             return False
         size, current = known[1], ws.size_known()
@@ -589,7 +587,7 @@ class Engine:
         if trial.again is None:
             name = trial.strategy.name
             trial.again = hash(trial.identity) in self._failed or any(
-                (name, edit) in self._failed_alone for edit in trial.chunk_edits
+                hash((name, (edit,))) in self._failed for edit in trial.chunk_edits
             )
         return trial.again
 
