@@ -137,11 +137,7 @@ class JournaledExecutor(Executor):
                 return
             try:
                 verdict = f.result()
-                if self.after is not None:
-                    self.after(verdict)
-                if self.journal is not None:
-                    self.journal.record(k, verdict)
-                    self.journal.verdicts[k] = verdict
+                self._record(k, verdict)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 if out.set_running_or_notify_cancel():
                     out.set_exception(exc)
@@ -155,10 +151,13 @@ class JournaledExecutor(Executor):
     def record(self, data: bytes, verdict: Verdict) -> None:
         """Take a verdict reached on the inner executor before the journal existed (the
         re-printed original's, checked alongside the original) as if it had run here."""
+        self._record(key(data), verdict)
+
+    def _record(self, k: bytes, verdict: Verdict) -> None:
+        """A new verdict: the check on the user's files first, then the journal."""
         if self.after is not None:
             self.after(verdict)
         if self.journal is not None:
-            k = key(data)
             self.journal.record(k, verdict)
             self.journal.verdicts[k] = verdict
 
