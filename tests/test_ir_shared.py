@@ -126,3 +126,19 @@ func.func @f() {
     assert found == {"arith.constant0": {"g", "h"}, "arith.constant1": {"g"}, "func.call2": {"g"}}
     assert irutil.count_ops(ws.program.root) == 9
     assert irutil.count_ops(ws.program.root, skip=frozenset({"func.func", "func.return"})) == 3
+
+
+def test_a_walk_within_some_top_level_ops_enters_only_those():
+    """split-functions rewires a few functions of a megabyte module: its Rewriter walks
+    every top-level op but enters only the ones it touches."""
+    from strategies._ir.paths import walk_paths
+
+    root = workspace(CALL_CHAIN).program.root
+    everything = dict(walk_paths(root))
+    top = [p for p in everything if len(p) == 3]
+    funcs = [p for p in top if any(len(q) > 3 and q[:3] == p for q in everything)]
+    assert len(funcs) >= 2
+    assert list(dict(walk_paths(root, within=set()))) == top
+    one = dict(walk_paths(root, within={funcs[0]}))
+    assert set(one) == set(top) | {p for p in everything if p[:3] == funcs[0]}
+    assert dict(walk_paths(root, within=None)) == everything

@@ -41,8 +41,12 @@ def opaque(op: ir.Operation) -> bool:
     return op.name.startswith("linalg.") and op.name not in _PRINTED_BODIES
 
 
-def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir.Operation]]:
-    """(path, op) for every op under root, parents first.
+def walk_paths(
+    root: ir.Operation, prefix: Path = (), within: Set[Path] | None = None
+) -> Iterator[tuple[Path, ir.Operation]]:
+    """(path, op) for every op under root, parents first. `within`: enter only those of
+    root's own ops (the rest are listed, not entered), e.g. the top-level functions an
+    edit touches on a megabyte module.
 
     The implicit bodies of named linalg ops are not entered."""
     for r, region in enumerate(root.regions):
@@ -51,22 +55,7 @@ def walk_paths(root: ir.Operation, prefix: Path = ()) -> Iterator[tuple[Path, ir
                 op = op.operation
                 path = prefix + (r, b, i)
                 yield path, op
-                if len(op.regions) and not opaque(op):
-                    yield from walk_paths(op, path)
-
-
-def walk_within(root: ir.Operation, within: Set[Path] | None) -> Iterator[tuple[Path, ir.Operation]]:
-    """walk_paths, entering only the top-level ops in `within` (None: all of them)."""
-    if within is None:
-        yield from walk_paths(root)
-        return
-    for r, region in enumerate(root.regions):
-        for b, block in enumerate(region.blocks):
-            for i, op in enumerate(block.operations):
-                op = op.operation
-                path = (r, b, i)
-                yield path, op
-                if path in within and len(op.regions) and not opaque(op):
+                if len(op.regions) and not opaque(op) and (within is None or path in within):
                     yield from walk_paths(op, path)
 
 

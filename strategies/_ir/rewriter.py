@@ -24,7 +24,7 @@ from strategies._ir.paths import (
     op_key,
     outermost,
     symbol_name,
-    walk_within,
+    walk_paths,
 )
 from strategies._ir.signatures import function_type, set_function_type
 from strategies._ir.symbols import Symbols
@@ -68,7 +68,7 @@ class Rewriter:
     def __init__(self, program: MLIRProgram, within: Set[Path] | None = None) -> None:
         """Rewrite a fresh clone of program, `self.root` (what the strategy returns)."""
         self.root = root = program.clone()
-        self.table: dict[Path, ir.Operation] = dict(walk_within(root, within))
+        self.table: dict[Path, ir.Operation] = dict(walk_paths(root, within=within))
         self._path_of: dict[int, Path] = {op_key(op): p for p, op in self.table.items()}
         self._kids: dict[Path, list[Path]] = {}
         for p in self.table:
