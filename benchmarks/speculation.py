@@ -1,29 +1,35 @@
 """How far speculation can take N workers, in virtual time (issue 11).
 
-    python benchmarks/speculation.py [--jobs 1,2,4,8,16] [--cost 0.005]
+    python benchmarks/speculation.py [--jobs 1,2,4,8,16] [--predictors engine,hint,perfect] [--cost 0.005]
 
 `parallel.py` measures the whole command with a real 1 s check, so its rows carry noise
 and the fixed costs around the engine (start-up, the original's checks, the final
-re-checks). This runs only the engine on the same case (`models.fanout()`, the check
-"math.atan2 is still there") with a simulated executor: every check takes exactly 1
-virtual second, and materialising a candidate costs `--cost` virtual seconds of the main
-process. So each row is exact and repeatable, and two predictors are compared:
+re-checks). This runs only the engine, with a simulated executor: every check takes
+exactly 1 virtual second, and materialising a candidate costs `--cost` virtual seconds of
+the main process. So each row is exact and repeatable. Five cases, each with the check
+"the marker op is still there": `parallel.py`'s case (`models.fanout()`, math.atan2 in
+one of 8 callees) and two with the bug elsewhere, a 4-layer transformer with an f6E2M3FN
+multiply, and the 1000-op scale module (math.cbrt deep in its call graph).
 
-* **learnt**: the engine as it is (`reducer/core/predictor.py`);
+Predictors (what `Engine._likelihood` says of a candidate):
+* **engine**: as it is (`reducer/core/predictor.py`);
+* **flat:P**: P for every candidate (e.g. `flat:0.5`), to weigh the engine's odds against;
 * **hint**: told only which side of even odds each candidate is on (0.6 if it is
-  interesting, 0.4 if not): how far a predictor that is merely never on the wrong side
-  would take the same engine;
+  interesting, 0.4 if not);
 * **perfect**: told whether each candidate is interesting: the bound any predictor can
   reach with the llvm-reduce rule and this engine's look-ahead (it asks the predictor
   only about candidates it has built) with that many workers.
 
-Results go to benchmarks/results/speculation.json with the commit measured.
+Each cell is the time against one worker with the same predictor (the one-worker run
+does not depend on it); the last column is their geometric mean. Results go to
+benchmarks/results/speculation.json with the commit measured.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
+import statistics
 import sys
 import types
 from collections.abc import Callable
@@ -42,7 +48,6 @@ from reducer.core import engine as engine_module  # noqa: E402
 from reducer.core import ir as irutil  # noqa: E402
 from reducer.core.executor import Executor, ExecutorStats  # noqa: E402
 from reducer.core.oracle import Oracle, Verdict  # noqa: E402
-from reducer.core.predictor import SuccessModel  # noqa: E402
 from reducer.core.workspace import MLIRWorkspace  # noqa: E402
 
 CHECK_SECONDS = 1.0
@@ -98,14 +103,25 @@ class VirtualExecutor(Executor):
 TOLD = {"hint": 0.6, "perfect": 0.999}
 
 
-def simulate(workers: int, cost: float, predictor: str) -> dict[str, Any]:
-    """One engine run on the fanout case, in virtual time."""
+def cases() -> list[tuple[str, str, bytes]]:
+    """(name, program, marker): the check is "marker is still in the candidate"."""
+    return [
+        ("fanout", models.fanout(), b"math.atan2"),
+        ("fanout 1/3", models.fanout(bug_callee=1, bug_op=3), b"math.atan2"),
+        ("fanout 7/37", models.fanout(bug_callee=7, bug_op=37), b"math.atan2"),
+        ("transformer", models.transformer(layers=4, bug="f6"), b"f6E2M3FN"),
+        ("scale 1000", models.scale_module(1000), b"math.cbrt"),
+    ]
+
+
+def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes) -> dict[str, Any]:
+    """One engine run in virtual time."""
 
     def interesting(data: bytes) -> bool:
-        return b"math.atan2" in data
+        return marker in data
 
     ex = VirtualExecutor(workers, interesting)
-    ws = MLIRWorkspace(models.fanout(), irutil.PrintOptions(), verify=True)
+    ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=True)
     eng = engine_module.Engine(ws, session.select_strategies("mlir", None, []), ex, lambda c: None)
     real_materialize = MLIRWorkspace.materialize
 
@@ -119,18 +135,14 @@ def simulate(workers: int, cost: float, predictor: str) -> dict[str, Any]:
         futures=types.SimpleNamespace(wait=ex.wait, FIRST_COMPLETED=None, Future=concurrent.futures.Future)
     )
     MLIRWorkspace.materialize = materialize  # type: ignore[method-assign]
-    sides = [0, 0]  # decisions the learnt model put on the right side of even odds, decisions
-
-    class Scored(SuccessModel):
-        def record(self, strategy: str, chunk: int, after: bool, success: bool, again: bool = False) -> None:
-            sides[0] += (self.p(strategy, chunk, after, again) >= 0.5) == success
-            sides[1] += 1
-            super().record(strategy, chunk, after, success, again)
-
-    eng._model = Scored()
     if predictor in TOLD:
         told = TOLD[predictor]
-        eng._likelihood = lambda trial, *_: told if interesting(trial.candidate.data) else 1 - told  # type: ignore[method-assign]
+        eng._likelihood = lambda trial: told if interesting(trial.candidate.data) else 1 - told  # type: ignore[method-assign]
+    elif predictor.startswith("flat:"):
+        flat = float(predictor.split(":", 1)[1])
+        eng._likelihood = lambda trial: flat  # type: ignore[method-assign]
+    elif predictor != "engine":
+        raise click.BadParameter(f"unknown predictor {predictor!r}", param_hint="--predictors")
     try:
         stats = eng.run()
     finally:
@@ -142,35 +154,55 @@ def simulate(workers: int, cost: float, predictor: str) -> dict[str, Any]:
         "virtual_seconds": round(ex.now, 2),
         "checks": stats.oracle_calls,
         "wasted": stats.wasted_checks,
-        "right_side": f"{sides[0]}/{sides[1]}",  # of the learnt model, whichever predictor steered
         "output": ws.program.text,
     }
 
 
 @click.command()
-@click.option("--jobs", default="1,2,4,8,16", show_default=True, help="Worker counts, comma-separated.")
+@click.option(
+    "--jobs", default="1,2,4,8,16", show_default=True, help="Worker counts, comma-separated (1 is always run)."
+)
+@click.option("--predictors", default="engine,hint,perfect", show_default=True, help="engine, hint, perfect or flat:P.")
 @click.option("--cost", default=0.005, show_default=True, help="Virtual seconds of main-process work per candidate.")
 @click.option("--save/--no-save", default=True, show_default=True, help="Write results/speculation.json.")
-def main(jobs: str, cost: float, save: bool) -> None:
-    rows = []
-    click.echo(f"commit {commit()}; check {CHECK_SECONDS:g} s (virtual); materialising {cost:g} s each\n")
+def main(jobs: str, predictors: str, cost: float, save: bool) -> None:
+    workers = sorted({int(j) for j in jobs.split(",")} - {1})
+    todo = cases()
+    click.echo(f"commit {commit()}; check {CHECK_SECONDS:g} s (virtual); materialising {cost:g} s each")
     click.echo(
-        "| workers | predictor | virtual s | vs 1 worker | checks | wasted | learnt on the right side | same output |"
+        "time against one worker; one worker: "
+        + ", ".join(
+            f"{name} {simulate(1, cost, 'engine', text, marker)['virtual_seconds']:.1f} s"
+            for name, text, marker in todo
+        )
+        + "\n"
     )
-    click.echo("|---:|---|---:|---:|---:|---:|---:|---|")
-    base: dict[str, Any] | None = None
-    for predictor in ("learnt", *TOLD):
-        for n in [int(j) for j in jobs.split(",")]:
-            row = simulate(n, cost, predictor)
-            base = base or row
-            same = row["output"] == base["output"]
-            row["same_output"] = same
-            rows.append({k: v for k, v in row.items() if k != "output"})
+    click.echo(
+        "| predictor | workers | " + " | ".join(name for name, _, _ in todo) + " | geometric mean | same output |"
+    )
+    click.echo("|---|---:|" + "---:|" * len(todo) + "---:|---|")
+    rows = []
+    for predictor in predictors.split(","):
+        base = [simulate(1, cost, predictor, text, marker) for _, text, marker in todo]
+        for n in workers:
+            ratios, same = [], True
+            for (name, text, marker), one in zip(todo, base):
+                row = simulate(n, cost, predictor, text, marker)
+                ratios.append(row["virtual_seconds"] / one["virtual_seconds"])
+                same = same and row["output"] == one["output"]
+                rows.append(
+                    {
+                        "case": name,
+                        **{k: v for k, v in row.items() if k != "output"},
+                        "vs_one_worker": round(ratios[-1], 3),
+                        "one_worker_seconds": one["virtual_seconds"],
+                        "same_output": row["output"] == one["output"],
+                    }
+                )
             click.echo(
-                f"| {n} | {row['predictor']} | {row['virtual_seconds']:.1f} | "
-                f"{row['virtual_seconds'] / base['virtual_seconds']:.2f}x | {row['checks']} | {row['wasted']} | "
-                f"{row['right_side']} | "
-                f"{'yes' if same else 'NO'} |"
+                f"| {predictor} | {n} | "
+                + " | ".join(f"{r:.2f}x" for r in ratios)
+                + f" | **{statistics.geometric_mean(ratios):.2f}x** | {'yes' if same else 'NO'} |"
             )
     if save:
         path = HERE / "results" / "speculation.json"

@@ -358,6 +358,7 @@ def check_repeatedly(
     times: int,
     until: Callable[[Verdict], bool],
     meanwhile: Callable[[], object] | None = None,
+    started: Sequence[concurrent.futures.Future[Verdict]] = (),
 ) -> list[Verdict]:
     """Check data `times` times and read the verdicts in order, stopping after the first
     one `until` accepts. The checks run at once on the executor's workers (a re-check
@@ -366,9 +367,13 @@ def check_repeatedly(
     sequential loop would read, so the outcome does not depend on -j. An OSError out of
     a check is raised as it is: the caller knows what to tell the user (before the run,
     or after it, where the best result so far is). `meanwhile` runs once the first checks
-    are submitted, before any is read."""
+    are submitted, before any is read. `started`: checks of data by oracle on executor
+    that are already running (the engine's early re-checks), read first."""
     concurrent_ = not oracle.measures_time
-    futures = [executor.submit(data, oracle) for _ in range(times if concurrent_ else 1)]
+    futures = list(started[:times])
+    for future in started[times:]:
+        executor.cancel(future)
+    futures += [executor.submit(data, oracle) for _ in range(max(0, (times if concurrent_ else 1) - len(futures)))]
     read: list[Verdict] = []
     try:
         if meanwhile is not None:
@@ -875,23 +880,35 @@ class _Rechecks:
         self.runs = self.failures = 0
         self.last: Verdict | None = None  # the last re-check run (not replayed): for the report
 
+    def cancel(self, futures: list[concurrent.futures.Future[Verdict]]) -> list[concurrent.futures.Future[Verdict]]:
+        """Cancel checks started on this executor; nothing is left of them."""
+        for future in futures:
+            self.executor.cancel(future)
+        return []
+
     def _record(self, ok: bool) -> bool:
         self.runs += 1
         self.failures += not ok
         return ok
 
-    def confirm(self, data: bytes, times: int) -> bool:
-        """Whether data passes `times` re-checks in a row (they run at once)."""
+    def confirm(self, data: bytes, times: int, started: Sequence[concurrent.futures.Future[Verdict]] = ()) -> bool:
+        """Whether data passes `times` re-checks in a row (they run at once). `started`:
+        re-checks of data by this oracle already running on this executor."""
         k = key(data)
+        started = list(started)
         while times and self.replay and self.replay[0][0] == k:
             times -= 1
+            started = self.cancel(started)  # a resumed run reads what the journal holds
             if not self._record(self.replay.pop(0)[1]):
                 return False
         if not times:
+            self.cancel(started)
             return True
         self.replay = []
         try:  # a full disk or a vanished check here is told with where the best result is
-            verdicts = check_repeatedly(self.executor, self.oracle, data, times, until=lambda v: not v.interesting)
+            verdicts = check_repeatedly(
+                self.executor, self.oracle, data, times, until=lambda v: not v.interesting, started=started
+            )
             self.guard.check()
             for verdict in verdicts:
                 self.last = verdict
@@ -1079,6 +1096,10 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             oracle=judge,
             on_event=monitor.engine_event,
             should_stop=lambda: limits_.reason(engine.stats.oracle_calls),
+            # The final re-checks may start while the last round is judged, on the inner
+            # executor (the journal would answer them), unless they time the compiler.
+            confirm=0 if judge.measures_time else FINAL_CONFIRM,
+            confirm_on=inner,
         )
         engine.stats.original = ws.size  # as reduction started
         monitor.start(input_size, ws.size, ws.mode, settings.workers(), timeout, ws.program.text)
@@ -1110,6 +1131,8 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         monitor.phase("finishing")
         # Nothing committed: keep the start as it was, not re-printed (which may be longer).
         final_text = ws.program.text if len(history) > 1 and floor[0] is None else text
+        # The final re-checks the engine started, if they are of this text by this oracle.
+        early_rechecks, engine_end = engine.confirmations(final_text.encode()), (final_text, judge)
         if ws.mode == "text":
             final_text = _tidy_whitespace(final_text, judged, findings)
             if final_text != history[-1]:
@@ -1150,8 +1173,10 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
     rechecks = _Rechecks(judge, journal, guard, inner)
     stats.final = Size(stats.final.ops, len(final_text.encode()))
     stats.oracle_calls += findings.workflow_checks
+    if (final_text, judge) != engine_end:  # whitespace, flags or --for-upstream changed them
+        early_rechecks = rechecks.cancel(early_rechecks)
     try:
-        confirmed = rechecks.confirm(final_text.encode(), FINAL_CONFIRM)
+        confirmed = rechecks.confirm(final_text.encode(), FINAL_CONFIRM, early_rechecks)
         kept = None
         if not confirmed:
             for candidate in reversed(list(dict.fromkeys(history[:-1]))):

@@ -19,8 +19,10 @@ best-first by the probability of needing them:
 * if a pending candidate succeeds: the sweep on the program it would produce (a forked
   workspace), which the engine adopts if it does.
 
-A candidate's probability of success is its strategy's success rate so far. A verdict is
-cached by content whether a decision reads it or not; a commit cancels the checks that
+A candidate's odds of success are `predictor.py`'s: low if it repeats a failure, else
+leaning towards success. Where a speculative branch reaches the end of a round, the next
+round's order is worked out from the stats the decisions will have by then if the branch
+is taken. A verdict is cached by content whether a decision reads it or not; a commit cancels the checks that
 can no longer be needed (their process groups are killed).
 """
 
@@ -35,10 +37,10 @@ from typing import Any
 
 import attrs
 
+from reducer.core import predictor
 from reducer.core.cache import VerdictCache, key
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
-from reducer.core.predictor import SuccessModel
 from reducer.core.strategy import Edit, Strategy
 from reducer.core.workspace import UNKNOWN_VOLUME, Candidate, Rejected, Size, Workspace
 
@@ -47,7 +49,7 @@ log = logging.getLogger(__name__)
 #: Verdicts spent on moves (not on the reductions that follow an accepted one).
 DEFAULT_MOVE_BUDGET = 24
 #: Speculation stops at candidates less likely than this to be needed.
-MIN_PROBABILITY = 0.01
+MIN_PROBABILITY = 0.001
 #: At most this many checks submitted ahead of the decisions in one go, per worker.
 AHEAD_PER_WORKER = 4
 #: Seconds of materialising (in this process) before speculation lets verdicts be read.
@@ -94,6 +96,7 @@ class RunStats:
     engine_seconds: float = 0.0
     wait_seconds: float = 0.0  # blocked on the oracle (idle while checks run)
     wasted_checks: int = 0  # speculative checks whose verdict no decision read
+    early_rechecks: int = 0  # the caller's final re-checks started early (of programs that then stayed final or not)
     cancelled_checks: int = 0  # of those, stopped (or never started) once a commit made them obsolete
     busy_seconds: float = 0.0  # worker-seconds spent in checks
     workers: int = 1
@@ -115,6 +118,7 @@ class _Trial:
     edits: list[Edit]  # the strategy's whole list on this program
     offset: int
     chunk: int
+    lineage: tuple[int, ...] = ()  # per edit: which edit of the sweep's first list it is (see `_implied`)
     grow: bool = False
     next_round: bool = False  # speculation only: the round a commit ends would go on with it
     ws: Workspace | None = None  # the program it was materialised on
@@ -125,6 +129,8 @@ class _Trial:
     materialised: bool = False
     success: _Branch | None = None  # the sweep on the program this trial would commit
     again: bool | None = None  # repeats a failure (predictor.py); worked out when first asked
+    branch: _Branch | None = None  # the branch it is a trial of
+    read: bool = False  # a decision read its verdict (it counts in the strategy's stats)
 
     @property
     def identity(self) -> tuple[str, tuple[Edit, ...]]:
@@ -145,6 +151,8 @@ class _Branch:
     trials: list[_Trial] = attrs.field(factory=list)
     exhausted: bool = False
     decided: int = 0  # the trials before this one have been read by a decision
+    #: The trial whose success this branch follows, while no decision has read it.
+    parent: _Trial | None = None
 
     def trial(self, position: int) -> _Trial | None:
         while len(self.trials) <= position and not self.exhausted:
@@ -152,6 +160,7 @@ class _Branch:
             if nxt is None:
                 self.exhausted = True
             else:
+                nxt.branch = self
                 self.trials.append(nxt)
         return self.trials[position] if position < len(self.trials) else None
 
@@ -168,6 +177,8 @@ class Engine:
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         should_stop: Callable[[], str | None] | None = None,
         oracle: Oracle | None = None,
+        confirm: int = 0,
+        confirm_on: Executor | None = None,
     ) -> None:
         self.ws = workspace
         self.strategies = [s for s in strategies if s.shrinks]
@@ -175,6 +186,12 @@ class Engine:
         self.move_budget = move_budget
         self.executor = executor
         self.oracle = oracle  # None: the executor's own
+        #: The caller re-checks the final program `confirm` times (on `confirm_on`, which
+        #: must not answer from a record): idle workers start those checks once the current
+        #: program is the likeliest final one (`confirmations` hands them over).
+        self.confirm, self.confirm_on = confirm, confirm_on or executor
+        self._confirming: dict[bytes, list[concurrent.futures.Future[Verdict]]] = {}  # by program
+        self._moving = False  # reducing from a move, which is undone unless it ends smaller
         self.on_improve = on_improve
         self.on_event = on_event or (lambda kind, fields: None)
         self.should_stop = should_stop or (lambda: None)
@@ -192,13 +209,13 @@ class Engine:
         #: (strategy, fingerprint) -> the key and size of the text it builds (issue 13: skip
         #: rebuilding what the cache already judged); small, unlike `_made`, so kept across programs.
         self._dull: dict[tuple[str, bytes], tuple[bytes, Size]] = {}
-        #: What speculation expects of a candidate, learnt from the verdicts decisions read.
-        self._model = SuccessModel()
         #: Hashes of the chunks (strategy, edits) that failed, on any program. An edit names
         #: its place only on the program it was listed on, so this is a hint for the
         #: predictor (the round after a commit lists mostly the same edits), never a decision.
         self._failed: set[int] = set()
-        self._last_success = False
+        #: Failed chunks by lineage (see `_implied`), indexed by each member.
+        self._failed_lineage: dict[int, list[frozenset[int]]] = collections.defaultdict(list)
+        self._next_lineage = 0
         self._started = time.monotonic()
         #: The executor's counters when the engine started: checks it ran before (the
         #: original's, the workflows') are not the engine's.
@@ -210,10 +227,36 @@ class Engine:
         try:
             self._fixpoint()
             self._explore_moves()
+        except BaseException:
+            self._stop_confirming(keep=set())
+            raise
         finally:
-            self._cancel(keep=set())
+            self._cancel()
             self._account()
         return self.stats
+
+    def confirmations(self, data: bytes) -> list[concurrent.futures.Future[Verdict]]:
+        """The re-checks of data already started (in order); the others are cancelled.
+        The caller reads or cancels them."""
+        started = self._confirming.pop(key(data), [])
+        self._stop_confirming(keep=set())
+        return started
+
+    def _start_confirming(self, branch: _Branch) -> None:
+        """Start one more re-check of branch's program."""
+        started = self._confirming.setdefault(self._program_key(branch.ws), [])
+        started.append(self.confirm_on.submit(branch.ws.program.text.encode(), self.oracle))
+        self.stats.early_rechecks += 1
+
+    def _stop_confirming(self, keep: set[bytes]) -> None:
+        """Cancel the re-checks of programs other than those in keep."""
+        for program in [p for p in self._confirming if p not in keep]:
+            for future in self._confirming.pop(program):
+                self.confirm_on.cancel(future)
+
+    def _busy(self) -> int:
+        """Workers holding a check the engine started: its candidates' and its re-checks'."""
+        return len(self._inflight) + sum(not f.done() for fs in self._confirming.values() for f in fs)
 
     def _account(self) -> None:
         if self.best is not None:  # the best's volume, left unmeasured at its commit
@@ -255,29 +298,39 @@ class Engine:
             changed = True
             branch = trial.success or self._success_branch(trial)
             self._accept(trial.strategy, trial.candidate, branch.ws)
-            branch.probability = 1.0
+            branch.probability, branch.parent = 1.0, None
             position = 0
-            self._cancel(keep=self._needed(branch))
+            self._cancel(branch)
             self._forget_other_programs()
 
-    def _plan(self, ws: Workspace, order: list[Strategy], index: int, after: _Trial | None = None) -> Iterator[_Trial]:
+    def _plan(
+        self,
+        ws: Workspace,
+        order: list[Strategy],
+        index: int,
+        after: _Trial | None = None,
+        branch: _Branch | None = None,
+    ) -> Iterator[_Trial]:
         """The trials the sequential algorithm makes on ws if every one of them fails: the
         rest of a sweep (after a committed trial: on its new edit list, from its place, and
         then the round ends), else the strategies of the round from `index` on."""
         if after is not None:
             edits = self._edits(ws, after.strategy)
             if edits:
-                yield from self._sweep(after.strategy, after.index, edits, after.offset, min(after.chunk, len(edits)))
-            # The round ends here. Speculation goes on into the next one, guessing its order
-            # from the verdicts so far; the decisions start it afresh with the real order.
-            for trial in self._plan(ws, self._ordered(), 0):
+                lineage = self._lineage(after, len(edits))
+                yield from self._sweep(
+                    after.strategy, after.index, edits, after.offset, min(after.chunk, len(edits)), lineage
+                )
+            # The round ends here. Speculation goes on into the next one, in the order the
+            # decisions will find if every trial before it goes as this branch assumes.
+            for trial in self._plan(ws, self._ordered(self._assumed(branch)), 0):
                 trial.next_round = True
                 yield trial
             return
         for i in range(index, len(order)):
             edits = self._edits(ws, order[i])
             if edits:
-                yield from self._sweep(order[i], i, edits, 0, len(edits))
+                yield from self._sweep(order[i], i, edits, 0, len(edits), self._fresh(len(edits)))
         # A round in which everything fails is the fixpoint, where the moves come next
         # (unless --moves 0: speculation must not spend checks the budget does not allow).
         for trial in self._moves(ws) if self.move_budget > 0 else ():
@@ -285,21 +338,39 @@ class Engine:
             yield trial
 
     @staticmethod
-    def _sweep(strategy: Strategy, index: int, edits: list[Edit], offset: int, chunk: int) -> Iterator[_Trial]:
+    def _sweep(
+        strategy: Strategy, index: int, edits: list[Edit], offset: int, chunk: int, lineage: tuple[int, ...]
+    ) -> Iterator[_Trial]:
         while True:
             if offset >= len(edits):
                 if chunk <= 1:
                     return
                 chunk, offset = (chunk + 1) // 2, 0
                 continue
-            yield _Trial(strategy, index, edits, offset, chunk)
+            yield _Trial(strategy, index, edits, offset, chunk, lineage=lineage)
             offset += chunk
+
+    def _fresh(self, n: int) -> tuple[int, ...]:
+        start = self._next_lineage
+        self._next_lineage += n
+        return tuple(range(start, start + n))
+
+    def _lineage(self, committed: _Trial, n: int) -> tuple[int, ...]:
+        """The lineage of the list a commit leaves: the committed chunk's edits are gone and
+        the others keep their places (what the sweep assumes when it goes on from the same
+        offset), if the new list is that long; else a fresh start."""
+        old, o, k = committed.lineage, committed.offset, committed.chunk
+        if len(old) - min(k, len(old) - o) == n:
+            return old[:o] + old[o + k :]
+        return self._fresh(n)
 
     def _success_branch(self, trial: _Trial) -> _Branch:
         """The sweep on the program trial commits: a fork of the program it was made on."""
         assert trial.candidate is not None and trial.ws is not None
         ws = trial.ws.fork(trial.candidate)
-        return _Branch(ws, self._plan(ws, [], trial.index, after=trial), 0.0)
+        branch = _Branch(ws, iter(()), 0.0, parent=trial)
+        branch.plan = self._plan(ws, [], trial.index, after=trial, branch=branch)
+        return branch
 
     def _explore_moves(self) -> None:
         """Try non-shrinking moves on the 1-minimal program (Vulcan's auxiliary moves,
@@ -334,12 +405,17 @@ class Engine:
 
     def _trial(self, strategy: Strategy, move: Candidate | None) -> bool:
         assert move is not None
-        self._cancel(keep=set())
+        self._cancel()
         snapshot = Candidate(self.ws.program.text, self.ws.size, "snapshot")
         saved = {name: (st.bytes_saved, st.ops_saved) for name, st in self.stats.per_strategy.items()}
         self.ws.commit(move)
         log.info("%-16s move to %s; reducing from there", strategy.name, self.ws.size)
-        self._fixpoint()
+        # Most moves are undone: the re-checks of the program before it go on meanwhile.
+        self._moving = True
+        try:
+            self._fixpoint()
+        finally:
+            self._moving = False
         if self.ws.size.smaller_than(snapshot.size):
             self.stats.moves_kept += 1
             self.stats.per_strategy[strategy.name].accepts += 1
@@ -353,18 +429,42 @@ class Engine:
         self.stats.final = self.ws.size
         return False
 
-    def _ordered(self) -> list[Strategy]:
+    def _ordered(self, assumed: dict[str, tuple[int, int]] | None = None) -> list[Strategy]:
         """Untried strategies in registry order (the list given), then by bytes saved per
-        verdict, ties again in registry order."""
+        verdict, ties again in registry order. `assumed`: verdicts and bytes saved per
+        strategy that no decision has read yet, as a speculative branch assumes them."""
+        assumed = assumed or {}
 
         def rank(item: tuple[int, Strategy]) -> tuple[int, float, int]:
             index, s = item
             st = self.stats.per_strategy[s.name]
-            if st.judged == 0:
+            judged, saved = assumed.get(s.name, (0, 0))
+            judged += st.judged
+            if judged == 0:
                 return (0, 0.0, index)
-            return (1, -st.benefit(), index)
+            return (1, -(st.bytes_saved + saved) / judged, index)
 
         return [s for _, s in sorted(enumerate(self.strategies), key=rank)]
+
+    @staticmethod
+    def _assumed(branch: _Branch | None) -> dict[str, tuple[int, int]]:
+        """What the decisions will have added to each strategy's stats when they reach the
+        end of branch's trials so far, if every trial there fails and every trial whose
+        success it follows succeeds: the verdicts not read yet, and the bytes saved."""
+        assumed: collections.Counter[tuple[str, int]] = collections.Counter()
+        upto = None
+        while branch is not None:
+            for trial in branch.trials[:upto]:
+                if trial.key is not None and not trial.read:
+                    assumed[trial.strategy.name, 0] += 1
+            parent = branch.parent
+            if parent is None or parent.read or parent.branch is None:
+                break
+            assert parent.candidate is not None and parent.ws is not None
+            assumed[parent.strategy.name, 0] += 1
+            assumed[parent.strategy.name, 1] += parent.ws.size_known().bytes - parent.candidate.size.bytes
+            branch, upto = parent.branch, parent.branch.trials.index(parent)
+        return {name: (assumed[name, 0], assumed[name, 1]) for name, _ in assumed}
 
     def _edits(self, ws: Workspace, strategy: Strategy) -> list[Edit]:
         try:
@@ -429,11 +529,12 @@ class Engine:
         )
         self._read.add(trial.key)
         st.judged += 1
-        again = self._again(trial)
-        self._model.record(trial.strategy.name, trial.chunk, self._last_success, trial.verdict, again)
-        self._last_success = trial.verdict
+        trial.read = True
         if not trial.verdict:
             self._failed.add(hash(trial.identity))
+            chunk = frozenset(trial.lineage[trial.offset : trial.offset + trial.chunk])
+            for member in chunk:
+                self._failed_lineage[member].append(chunk)
         return trial.verdict
 
     def _materialise(self, trial: _Trial, ws: Workspace) -> None:
@@ -525,11 +626,15 @@ class Engine:
         """Fill idle workers with the candidates most likely to be needed next."""
         budget = AHEAD_PER_WORKER * self.executor.workers
         until = time.monotonic() + SPECULATION_SLICE
-        while len(self._inflight) < self.executor.workers and budget > 0 and time.monotonic() < until:
+        while self._busy() < self.executor.workers and budget > 0 and time.monotonic() < until:
             best = self._most_likely(main)
             if best is None:
                 return
             probability, trial, branch = best
+            if trial is None:  # branch's program is likely the final one
+                assert branch is not None
+                self._start_confirming(branch)
+                continue
             if branch is None:  # the likeliest work is on the program a pending trial would commit
                 trial.success = self._success_branch(trial)
                 trial.success.probability = probability
@@ -537,11 +642,12 @@ class Engine:
             self._materialise(trial, branch.ws)
             budget -= trial.key is not None
 
-    def _most_likely(self, main: _Branch) -> tuple[float, _Trial, _Branch | None] | None:
+    def _most_likely(self, main: _Branch) -> tuple[float, _Trial | None, _Branch | None] | None:
         """The likeliest next piece of work: an unmaterialised trial (reached when every
-        pending trial before it in its branch fails), or opening the branch of a pending
-        trial that may succeed (no branch in the result: open it)."""
-        best: tuple[float, _Trial, _Branch | None] | None = None
+        pending trial before it in its branch fails), opening the branch of a pending
+        trial that may succeed (no branch in the result: open it), or one more re-check
+        of the current program, which is final if every pending trial fails (no trial)."""
+        best: tuple[float, _Trial | None, _Branch | None] | None = None
         todo = [main]
         looked = 0
         while todo:
@@ -552,6 +658,8 @@ class Engine:
                 looked += 1
                 trial = branch.trial(position)
                 if trial is None:
+                    if self._confirm_wanted(branch) and (best is None or reach > best[0]):
+                        best = (reach, None, branch)
                     break
                 if not trial.materialised:
                     if best is None or reach > best[0]:
@@ -561,7 +669,7 @@ class Engine:
                 if trial.grow or trial.key is None or trial.verdict is False:
                     position += 1
                     continue
-                p = 1.0 if trial.verdict else self._likelihood(trial, branch, position)
+                p = 1.0 if trial.verdict else self._likelihood(trial)
                 if trial.success is None:
                     if best is None or reach * p > best[0]:
                         best = (reach * p, trial, None)
@@ -574,35 +682,59 @@ class Engine:
                 position += 1
         return best
 
-    def _likelihood(self, trial: _Trial, branch: _Branch, position: int) -> float:
-        """How likely trial is to succeed (reducer/core/predictor.py), given whether the trial
-        before it succeeded: the last decision, or on a branch the commit it starts from."""
-        after_success = (
-            self._last_success if position == branch.decided and branch.probability == 1.0 else position == 0
-        )
-        return self._model.p(trial.strategy.name, trial.chunk, after_success, self._again(trial))
+    def _confirm_wanted(self, branch: _Branch) -> bool:
+        """Whether branch's program, final if every trial on it fails, lacks a re-check
+        (once it is known to be interesting: until then, its own check is pending)."""
+        if self._moving or (branch.parent is not None and branch.parent.verdict is not True):
+            return False
+        return len(self._confirming.get(self._program_key(branch.ws), ())) < self.confirm
+
+    def _likelihood(self, trial: _Trial) -> float:
+        """The odds speculation gives trial's success (reducer/core/predictor.py)."""
+        return predictor.odds(self._again(trial))
 
     def _again(self, trial: _Trial) -> bool:
-        """Whether trial repeats a failure: the same chunk, or one of its edits alone."""
+        """Whether trial repeats a failure: the same chunk, one of its edits alone, or
+        every edit left of a chunk that failed earlier in the sweep (`_implied`)."""
         if trial.again is None:
             name = trial.strategy.name
-            trial.again = hash(trial.identity) in self._failed or any(
-                hash((name, (edit,))) in self._failed for edit in trial.chunk_edits
+            trial.again = (
+                hash(trial.identity) in self._failed
+                or any(hash((name, (edit,))) in self._failed for edit in trial.chunk_edits)
+                or self._implied(trial)
             )
         return trial.again
 
-    def _needed(self, branch: _Branch) -> set[bytes]:
-        """The keys of the checks a branch's program may still need."""
+    def _implied(self, trial: _Trial) -> bool:
+        """Whether trial's chunk holds every edit left of a chunk that failed earlier in
+        the sweep: under ddmin's assumption (removing more than a failure fails too) it
+        fails as well. Edits are followed through commits by their place in the list."""
+        chunk = set(trial.lineage[trial.offset : trial.offset + trial.chunk])
+        live: set[int] | None = None
+        for member in chunk:
+            for failed in self._failed_lineage.get(member, ()):
+                if live is None:
+                    live = set(trial.lineage)
+                left = failed & live
+                if left <= chunk:
+                    return True
+        return False
+
+    def _needed(self, branch: _Branch) -> tuple[set[bytes], set[bytes]]:
+        """The keys of the checks a branch's program may still need, and of the programs
+        (it and those its pending trials would commit) that may be the final one."""
         keys: set[bytes] = set()
+        programs: set[bytes] = set()
         todo = [branch]
         while todo:
             b = todo.pop()
+            programs.add(self._program_key(b.ws))
             for t in b.trials:
                 if t.key is not None:
                     keys.add(t.key)
                 if t.success is not None:
                     todo.append(t.success)
-        return keys
+        return keys, programs
 
     def _wait(self) -> None:
         """Block until a check finishes; record its verdict in the cache."""
@@ -628,10 +760,14 @@ class Engine:
         self.stats.running = len(self._inflight)
         self._check_stop()
 
-    def _cancel(self, keep: set[bytes]) -> None:
-        """Stop the checks no decision can read any more, and free their workers."""
-        for k in [k for k in self._inflight if k not in keep]:
+    def _cancel(self, branch: _Branch | None = None) -> None:
+        """Stop the checks no decision can read any more (with no branch: none but the
+        current program's re-checks), and free their workers."""
+        keys, programs = self._needed(branch) if branch is not None else (set(), set())
+        for k in [k for k in self._inflight if k not in keys]:
             self.executor.cancel(self._inflight.pop(k))
+        if not self._moving:  # a move is mostly undone: the program before it may be final
+            self._stop_confirming(keep=programs | {self._program_key(self.ws)})
         self.stats.running = len(self._inflight)
 
     def _check_stop(self) -> None:

@@ -1,69 +1,36 @@
-"""How likely a candidate is to be interesting, learnt from the verdicts of this run.
+"""The odds speculation gives a candidate's success.
 
-Speculation spends idle workers on the candidates the engine will most likely need,
-so its speedup rests on how sharp this guess is: with every guess at 50%, 8 workers
-cover only three decisions ahead. A run's verdicts are far from coin flips. Big chunks
-of a strategy fail where single edits pass (ProbDD's observation: a chunk survives only
-if every edit in it could go), and a sweep that just cut something tends to fail next
-at the same place, or the other way round.
+Speculation spends idle workers on the candidates most likely to be needed, and reads
+"needed" off these odds: a trial is needed if every pending trial before it in its
+sweep fails, and the sweep on the program a pending trial would commit is needed if
+it succeeds. So the odds decide where the look-ahead goes, never what is committed.
 
-So the guess is a success rate counted at four levels, each smoothed towards the one
-above it (a hierarchical Beta prior, as Laplace smoothing with backoff): the whole run,
-the strategy, the strategy at this chunk size (powers of two), and that with whether
-the decision before succeeded. It only steers speculation: what the engine commits
-never depends on it.
+They are two constants, chosen by measurement (`benchmarks/speculation.py`: five cases
+in virtual time, each check 1 s):
 
-A candidate that repeats a failure (the same edits as a chunk that failed, or holding an
-edit that failed alone, on an earlier program) is counted apart, from its own start: the
-round after a commit lists most of the edits of the round before, and they mostly fail
-again. Rates learnt on fresh edits say nothing about those, and guessing them at the
-strategy's rate sent speculation down branches a decision never reached.
+* A candidate that repeats a failure (the same chunk as one that failed, one holding an
+  edit that failed alone, or one holding every edit left of a chunk that failed earlier
+  in its sweep: see the engine's `_again`) mostly fails again: 0.1.
+* Any other candidate: 0.7, though fewer than half of them succeed. Until this module
+  said so, the odds were learnt from the run's verdicts (a success rate per strategy,
+  chunk size and previous verdict, Beta-smoothed level by level). Those rates were right
+  on average, yet speculation steered by them was slower than by a flat 0.7 at every
+  worker count (geometric mean of the five cases, time vs one worker: 2 workers 0.62x
+  against 0.59x, 4: 0.45x against 0.36x, 8: 0.34x against 0.28x, 16: 0.27x against
+  0.24x), and blending any share of them back in made it slower. A flat 0.5 did worse
+  than 0.7 (4: 0.44x, 8: 0.32x), 0.6 and 0.8 about as well. Leaning towards success keeps
+  the sweep a commit opens covered: a run of commits, each needing the next program's
+  first verdicts, is where a miss costs a whole check time.
 """
 
 from __future__ import annotations
 
-import collections
-
-import attrs
-
-#: How many verdicts a level's parent counts as (the smoothing weight).
-PRIOR_WEIGHT = 2.0
-#: The run's rate before any verdict (most candidates of a fresh run fail).
-START = 1 / 3
-#: The rate of a repeated failure before any such verdict: it mostly fails again.
-START_AGAIN = 0.1
+#: The odds of a candidate that does not repeat a failure.
+FRESH = 0.7
+#: The odds of a candidate that repeats one.
+AGAIN = 0.1
 
 
-def size_class(chunk: int) -> int:
-    """Chunks of 1, 2-3, 4-7, ... edits are alike."""
-    return max(chunk, 1).bit_length()
-
-
-@attrs.define
-class SuccessModel:
-    """Counts (successes, verdicts) per level; `p` reads them, `record` adds one."""
-
-    _counts: collections.defaultdict[tuple[object, ...], list[int]] = attrs.field(
-        factory=lambda: collections.defaultdict(lambda: [0, 0])
-    )
-
-    @staticmethod
-    def _levels(strategy: str, chunk: int, after_success: bool, again: bool) -> list[tuple[object, ...]]:
-        if again:
-            return [("again",), ("again", strategy)]
-        size = size_class(chunk)
-        return [(), (strategy,), (strategy, size), (strategy, size, after_success)]
-
-    def p(self, strategy: str, chunk: int, after_success: bool, again: bool = False) -> float:
-        """The chance of success; `again`: the candidate repeats a failure (see above)."""
-        rate = START_AGAIN if again else START
-        for level in self._levels(strategy, chunk, after_success, again):
-            hits, tries = self._counts.get(level, (0, 0))
-            rate = (hits + PRIOR_WEIGHT * rate) / (tries + PRIOR_WEIGHT)
-        return rate
-
-    def record(self, strategy: str, chunk: int, after_success: bool, success: bool, again: bool = False) -> None:
-        for level in self._levels(strategy, chunk, after_success, again):
-            counts = self._counts[level]
-            counts[0] += success
-            counts[1] += 1
+def odds(again: bool) -> float:
+    """The chance speculation assumes a candidate has of being interesting."""
+    return AGAIN if again else FRESH

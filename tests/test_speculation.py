@@ -1,0 +1,151 @@
+"""What steers speculation (issue 11): the odds it gives a candidate, which candidates
+count as repeats of a failure, the next round's order on a speculative branch, and the
+final re-checks started while the last round is judged. None of it may change what is
+committed; test_engine.py checks that the output is the same for any -j."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+from pathlib import Path
+
+from conftest import make_script
+from programs import chain
+
+from reducer.core import predictor
+from reducer.core.engine import Engine, _Branch, _Trial
+from reducer.core.executor import LocalExecutor
+from reducer.core.oracle import ScriptOracle, Verdict
+from reducer.core.workspace import Candidate, Size, TextWorkspace
+from reducer.session import Settings, check_repeatedly, reduce_file
+from strategies.text_lines import TextLines
+
+
+def test_a_repeat_is_expected_to_fail_and_a_fresh_candidate_to_succeed():
+    """predictor.py: measured, a lean towards success keeps more workers useful."""
+    assert predictor.odds(again=True) < 0.5 < predictor.odds(again=False)
+
+
+def _decisions(tmp_path: Path, text: str) -> list[tuple[list[str], bool, bool]]:
+    """(chunk, repeat as speculation saw it before the verdict, verdict) per decision."""
+    script = make_script(tmp_path / "check.sh", 'grep -q keep "$1"')
+    seen: list[tuple[list[str], bool, bool]] = []
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
+        ws = TextWorkspace(text)
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0)
+        decide = engine._decide
+
+        def recording(trial, branch):  # type: ignore[no-untyped-def]
+            again = engine._again(trial)
+            verdict = decide(trial, branch)
+            lines = [trial.ws.program.text[slice(*e.arg)].strip() for e in trial.chunk_edits] if trial.ws else []
+            seen.append((lines, again, verdict))
+            return verdict
+
+        engine._decide = recording  # type: ignore[method-assign]
+        engine.run()
+    return seen
+
+
+def test_a_chunk_holding_all_that_is_left_of_a_failed_one_is_a_repeat(tmp_path: Path):
+    """All four lines fail to go; a and b go; then keep and c together are what is left of
+    the chunk that failed, followed through the commit by their places in the list."""
+    seen = _decisions(tmp_path, "a\nb\nkeep\nc\n")
+    assert seen[:3] == [
+        (["a", "b", "keep", "c"], False, False),
+        (["a", "b"], False, True),
+        (["keep", "c"], True, False),
+    ]
+    assert (["c"], False, True) in seen  # c alone was in no chunk that failed without keep
+
+
+def _trial(name: str, key: bytes | None, read: bool = False) -> _Trial:
+    strategy = type(name, (), {"name": name})()
+    return _Trial(strategy, 0, [], 0, 1, key=key, read=read)  # type: ignore[arg-type]
+
+
+def test_the_next_rounds_order_on_a_branch_counts_the_verdicts_it_assumes():
+    """Strategies are ranked by bytes saved per verdict: a branch that assumes `cut`
+    succeeds (saving 40 bytes) after `other` failed twice must rank them so, although no
+    decision has read those verdicts yet (the decisions will when they reach it)."""
+    ws = TextWorkspace("x" * 50 + "\n")
+    main = _Branch(ws, iter(()), 1.0)
+    main.trials = [_trial("other", b"1", read=True), _trial("other", b"2"), _trial("other", None), _trial("cut", b"3")]
+    for t in main.trials:
+        t.branch = main
+    parent = main.trials[-1]
+    parent.ws, parent.candidate = ws, Candidate("y" * 10 + "\n", Size(None, 11), "cut")
+    branch = _Branch(TextWorkspace("y" * 10 + "\n"), iter(()), 0.7, parent=parent)
+    branch.trials = [_trial("cut", b"4"), _trial("cut", None)]
+    assumed = Engine._assumed(branch)
+    # `other`: one unread verdict (the read one counts already; a rejection is no verdict);
+    # `cut`: the commit and the failure after it, and the bytes the commit saves.
+    assert assumed == {"other": (1, 0), "cut": (2, 40)}
+
+
+def test_the_final_rechecks_start_while_the_last_round_is_judged(tmp_path: Path):
+    """With idle workers, the three re-checks of the final program run alongside the
+    checks that prove it 1-minimal, rather than after them (a failing check is slow here,
+    so the last round keeps the engine waiting; one strategy keeps that round small)."""
+    log = tmp_path / "seen"
+    src = tmp_path / "in.mlir"
+    src.write_text(chain(12, keep=5))
+    check = (
+        f'h=$(md5sum < "$1"); echo "start $h" >> {log}; '
+        f'if grep -q math.exp "$1"; then r=0; else sleep 1; r=1; fi; echo "end $h" >> {log}; exit $r'
+    )
+    out = tmp_path / "out.mlir"
+    script = make_script(tmp_path / "check.sh", check)
+    result = reduce_file(Settings(str(src), str(script), str(out), jobs=8, strategies=["drop-ops"], move_budget=0))
+    seen = log.read_text().splitlines()
+    final = hashlib.md5(out.read_bytes()).hexdigest() + "  -"
+    starts = [i for i, line in enumerate(seen) if line == f"start {final}"]
+    assert len(starts) >= 4  # as a candidate, then three re-checks
+    last_other_end = max(i for i, line in enumerate(seen) if line.startswith("end ") and not line.endswith(final))
+    assert starts[1] < last_other_end  # the first re-check started before another check ended
+    assert result.stats.early_rechecks >= 1
+
+
+def test_rechecks_are_handed_over_only_for_the_program_they_check(tmp_path: Path):
+    """The last round (each line alone, on the final program; a failing check is slow)
+    leaves workers free for the re-checks of that program; they go to the caller only if
+    it asks about that text, and are stopped otherwise."""
+    check = 'if grep -q "^x$" "$1" && grep -q "^y$" "$1"; then sleep 0.5; exit 0; fi; sleep 1; exit 1'
+    script = make_script(tmp_path / "check.sh", check)
+    for handed_over in (True, False):
+        with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 4) as ex:
+            ws = TextWorkspace("a\nx\ny\nb\n")
+            engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+            engine.run()
+            assert ws.program.text == "x\ny\n"
+            running = [f for fs in engine._confirming.values() for f in fs]
+            asked = ws.program.text.encode() if handed_over else b"another program\n"
+            started = engine.confirmations(asked)
+            assert engine.confirmations(asked) == [] and not engine._confirming  # handed over once
+            if handed_over:
+                assert 1 <= len(started) <= 3 and all(f.result().interesting for f in started)
+            else:
+                assert started == [] and running and all(f.cancelled() or f.done() for f in running)
+
+
+def test_checks_already_started_are_read_first_and_not_submitted_again():
+    class Counting:
+        workers = 3
+
+        def __init__(self) -> None:
+            self.submitted = 0
+
+        def submit(self, data, oracle=None):  # type: ignore[no-untyped-def]
+            self.submitted += 1
+            future: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
+            future.set_result(Verdict(True, 0))
+            return future
+
+        def cancel(self, future) -> None:  # type: ignore[no-untyped-def]
+            future.cancel()
+
+    ex = Counting()
+    early = [ex.submit(b"p") for _ in range(2)]
+    oracle = ScriptOracle("/bin/true", "in.txt", 10.0)
+    verdicts = check_repeatedly(ex, oracle, b"p", 3, until=lambda v: not v.interesting, started=early)  # type: ignore[arg-type]
+    assert len(verdicts) == 3 and ex.submitted == 3  # two early ones, one more
