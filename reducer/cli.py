@@ -598,10 +598,16 @@ def _stop_worker_logging() -> None:
     of this process go straight to the handlers it wrapped."""
     root = logging.getLogger()
     for handler in list(root.handlers):
-        if isinstance(handler, multiprocessing_logging.MultiProcessingHandler):
-            handler._is_closed = True  # no public way to close it without the join
-            root.removeHandler(handler)
-            root.addHandler(handler.sub_handler)
+        if not isinstance(handler, multiprocessing_logging.MultiProcessingHandler):
+            continue
+        if not hasattr(handler, "_is_closed"):  # another version: its own close, with the wait
+            continue
+        handler._is_closed = True  # no public way to close it without the join
+        root.removeHandler(handler)
+        root.addHandler(handler.sub_handler)
+        with contextlib.suppress(Exception):  # what is queued goes on now, not at the thread's pace
+            while handler.queue.qsize() > 0:
+                handler.sub_handler.emit(handler.queue.get_nowait())
 
 
 def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:

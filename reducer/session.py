@@ -880,7 +880,7 @@ class _Rechecks:
         self.runs = self.failures = 0
         self.last: Verdict | None = None  # the last re-check run (not replayed): for the report
 
-    def cancel(self, futures: list[concurrent.futures.Future[Verdict]]) -> list[concurrent.futures.Future[Verdict]]:
+    def _drop(self, futures: list[concurrent.futures.Future[Verdict]]) -> list[concurrent.futures.Future[Verdict]]:
         """Cancel checks started on this executor; nothing is left of them."""
         for future in futures:
             self.executor.cancel(future)
@@ -898,11 +898,11 @@ class _Rechecks:
         started = list(started)
         while times and self.replay and self.replay[0][0] == k:
             times -= 1
-            started = self.cancel(started)  # a resumed run reads what the journal holds
+            started = self._drop(started)  # a resumed run reads what the journal holds
             if not self._record(self.replay.pop(0)[1]):
                 return False
         if not times:
-            self.cancel(started)
+            self._drop(started)
             return True
         self.replay = []
         try:  # a full disk or a vanished check here is told with where the best result is
@@ -1131,8 +1131,15 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         monitor.phase("finishing")
         # Nothing committed: keep the start as it was, not re-printed (which may be longer).
         final_text = ws.program.text if len(history) > 1 and floor[0] is None else text
-        # The final re-checks the engine started, if they are of this text by this oracle.
-        early_rechecks, engine_end = engine.confirmations(final_text.encode()), (final_text, judge)
+        # The final re-checks the engine started, kept only if nothing runs between the
+        # engine and them: tidying (text mode), --reduce-flags and --for-upstream check
+        # programs of their own, which would queue behind them, and may change the text
+        # or the oracle they are of.
+        early_rechecks = engine.confirmations(final_text.encode())
+        if ws.mode == "text" or settings.reduce_flags or settings.for_upstream:
+            for future in early_rechecks:
+                inner.cancel(future)
+            early_rechecks = []
         if ws.mode == "text":
             final_text = _tidy_whitespace(final_text, judged, findings)
             if final_text != history[-1]:
@@ -1173,8 +1180,6 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
     rechecks = _Rechecks(judge, journal, guard, inner)
     stats.final = Size(stats.final.ops, len(final_text.encode()))
     stats.oracle_calls += findings.workflow_checks
-    if (final_text, judge) != engine_end:  # whitespace, flags or --for-upstream changed them
-        early_rechecks = rechecks.cancel(early_rechecks)
     try:
         confirmed = rechecks.confirm(final_text.encode(), FINAL_CONFIRM, early_rechecks)
         kept = None

@@ -76,15 +76,17 @@ def test_cache_means_no_text_is_checked_twice(tmp_path: Path):
     # once as a candidate and three times more (the final re-checks, which may start
     # while the last round is judged); the rest once each, but a speculative check
     # cancelled before it started never ran.
-    assert len(set(seen[:2])) == 1 and seen[2] != final
-    assert seen.count(final) == 4
-    engine = [h for h in seen[3:] if h != final]
     stats = result.stats
+    assert len(set(seen[:2])) == 1 and seen[2] != final
+    # An early re-check may also have run on the final program while it was on a branch
+    # that a commit then left (it is reached again later).
+    assert 4 <= seen.count(final) <= 4 + stats.early_rechecks
+    engine = [h for h in seen[3:] if h != final]
     assert stats.oracle_calls - stats.cancelled_checks <= len(engine) + 1 <= stats.oracle_calls + stats.early_rechecks
     # A cancelled check may run again when a decision needs it after all (a move that
-    # was undone), and an early re-check of a program that a commit then replaced was
-    # cancelled; nothing else is checked twice.
-    assert len(engine) - len(set(engine)) <= stats.cancelled_checks
+    # was undone), and an early re-check of a program that a commit then replaced ran
+    # beside that program's check; nothing else is checked twice.
+    assert len(engine) - len(set(engine)) <= stats.cancelled_checks + stats.early_rechecks
     assert stats.cache_hits > 0
 
 

@@ -149,3 +149,72 @@ def test_checks_already_started_are_read_first_and_not_submitted_again():
     oracle = ScriptOracle("/bin/true", "in.txt", 10.0)
     verdicts = check_repeatedly(ex, oracle, b"p", 3, until=lambda v: not v.interesting, started=early)  # type: ignore[arg-type]
     assert len(verdicts) == 3 and ex.submitted == 3  # two early ones, one more
+
+    flipped: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
+    flipped.set_result(Verdict(False, 1))
+    ex.submitted = 0
+    verdicts = check_repeatedly(ex, oracle, b"p", 3, until=lambda v: not v.interesting, started=[flipped])  # type: ignore[arg-type]
+    assert [v.interesting for v in verdicts] == [False]  # the started one is read first, and ends it
+
+
+def test_a_branch_left_behind_by_a_commit_is_not_kept_alive(tmp_path: Path):
+    """Each commit opens the branch of the new program; the ones before it hold whole
+    programs (megabytes on a big input) and must go once no decision can need them."""
+    import gc
+    import weakref
+
+    script = make_script(tmp_path / "check.sh", 'grep -q keep "$1"')
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
+        engine = Engine(TextWorkspace("a\nkeep\nb\nc\nd\n"), [TextLines()], ex, lambda c: None, move_budget=0)
+        made: list[weakref.ref[_Branch]] = []
+        left_alive: list[int] = []
+        opened, decide = engine._success_branch, engine._decide
+
+        def opening(trial):  # type: ignore[no-untyped-def]
+            branch = opened(trial)
+            made.append(weakref.ref(branch))
+            return branch
+
+        def deciding(trial, branch):  # type: ignore[no-untyped-def]
+            gc.collect()
+            left_alive.append(sum(ref() is not None for ref in made[:-1]))
+            return decide(trial, branch)
+
+        engine._success_branch, engine._decide = opening, deciding  # type: ignore[method-assign]
+        engine.run()
+    assert len(made) >= 3 and max(left_alive) == 0
+
+
+def test_a_speculative_branch_orders_the_next_round_by_what_it_assumes(tmp_path: Path):
+    """Where speculation runs past the end of a round, the next round's order is asked
+    with the verdicts the branch assumes (test above: what they add up to)."""
+    script = make_script(tmp_path / "check.sh", 'sleep 0.2; grep -q keep "$1"')
+    asked: list[dict[str, tuple[int, int]]] = []
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 4) as ex:
+        engine = Engine(TextWorkspace("a\nkeep\nb\nc\n"), [TextLines()], ex, lambda c: None, move_budget=0)
+        ordered = engine._ordered
+
+        def recording(assumed=None):  # type: ignore[no-untyped-def]
+            if assumed:
+                asked.append(assumed)
+            return ordered(assumed)
+
+        engine._ordered = recording  # type: ignore[method-assign]
+        engine.run()
+    assert asked and all(judged >= 1 for a in asked for judged, _ in a.values())
+
+
+def test_a_trial_becomes_a_repeat_when_a_failure_that_implies_it_is_read(tmp_path: Path):
+    """Speculation asks about a trial before the chunk that implies it is decided: here
+    `keep` alone, left of the chunk {a, keep} after `a` went. Once that chunk's failure is
+    read, the trial is a repeat, though it was not when first asked."""
+    script = make_script(tmp_path / "check.sh", 'grep -q keep "$1"')
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
+        ws = TextWorkspace("keep\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0)
+        left = _Trial(TextLines(), 0, engine._edits(ws, TextLines()), 0, 1, lineage=(8,))
+        assert not engine._again(left)
+        engine._failures += 1  # what _decide does when it reads the failure of {a, keep}
+        for member in (7, 8):
+            engine._failed_lineage[member].append(frozenset({7, 8}))
+        assert engine._again(left)

@@ -98,7 +98,7 @@ class RunStats:
     wasted_checks: int = 0  # speculative checks whose verdict no decision read
     early_rechecks: int = 0  # the caller's final re-checks started early (of programs that then stayed final or not)
     cancelled_checks: int = 0  # of those, stopped (or never started) once a commit made them obsolete
-    busy_seconds: float = 0.0  # worker-seconds spent in checks
+    busy_seconds: float = 0.0  # worker-seconds spent in checks (early final re-checks included)
     workers: int = 1
     utilisation: float = 0.0  # busy_seconds / (workers x wall)
     lost_workers: int = 0  # worker processes that died under a check (each check retried once)
@@ -128,7 +128,8 @@ class _Trial:
     verdict: bool | None = None  # known: from a rejection, the cache or a finished check
     materialised: bool = False
     success: _Branch | None = None  # the sweep on the program this trial would commit
-    again: bool | None = None  # repeats a failure (predictor.py); worked out when first asked
+    again: bool | None = None  # repeats a failure (predictor.py), as of `again_at` failures read
+    again_at: int = -1
     branch: _Branch | None = None  # the branch it is a trial of
     read: bool = False  # a decision read its verdict (it counts in the strategy's stats)
 
@@ -139,6 +140,21 @@ class _Trial:
     @property
     def chunk_edits(self) -> list[Edit]:
         return self.edits[self.offset : self.offset + self.chunk]
+
+
+@attrs.frozen
+class _Resume:
+    """Where a sweep goes on after a trial of it commits."""
+
+    strategy: Strategy
+    index: int
+    offset: int
+    chunk: int
+    lineage: tuple[int, ...]
+
+    @classmethod
+    def of(cls, trial: _Trial) -> _Resume:
+        return cls(trial.strategy, trial.index, trial.offset, trial.chunk, trial.lineage)
 
 
 @attrs.define(eq=False)
@@ -192,6 +208,7 @@ class Engine:
         self.confirm, self.confirm_on = confirm, confirm_on or executor
         self._confirming: dict[bytes, list[concurrent.futures.Future[Verdict]]] = {}  # by program
         self._moving = False  # reducing from a move, which is undone unless it ends smaller
+        self._recheck_cancels = 0
         self.on_improve = on_improve
         self.on_event = on_event or (lambda kind, fields: None)
         self.should_stop = should_stop or (lambda: None)
@@ -215,6 +232,7 @@ class Engine:
         self._failed: set[int] = set()
         #: Failed chunks by lineage (see `_implied`), indexed by each member.
         self._failed_lineage: dict[int, list[frozenset[int]]] = collections.defaultdict(list)
+        self._failures = 0  # failures the decisions have read: a repeat can only become one
         self._next_lineage = 0
         self._started = time.monotonic()
         #: The executor's counters when the engine started: checks it ran before (the
@@ -252,6 +270,7 @@ class Engine:
         """Cancel the re-checks of programs other than those in keep."""
         for program in [p for p in self._confirming if p not in keep]:
             for future in self._confirming.pop(program):
+                self._recheck_cancels += not future.done()  # not the engine's wasted checks
                 self.confirm_on.cancel(future)
 
     def _busy(self) -> int:
@@ -267,7 +286,7 @@ class Engine:
         wall = max(time.monotonic() - self._started, 1e-9)
         self.stats.busy_seconds = ex.busy_seconds - before.busy_seconds
         self.stats.lost_workers = ex.lost_workers - before.lost_workers
-        self.stats.cancelled_checks = ex.cancelled - before.cancelled
+        self.stats.cancelled_checks = ex.cancelled - before.cancelled - self._recheck_cancels
         self.stats.utilisation = min(1.0, self.stats.busy_seconds / (self.executor.workers * wall))
         self.stats.engine_seconds = max(0.0, wall - self.stats.wait_seconds)
         self.stats.wasted_checks = len(self._submitted - self._read)
@@ -280,6 +299,7 @@ class Engine:
     def _round(self) -> bool:
         """One round; True if it changed the program."""
         self.stats.rounds += 1
+        self._failed_lineage.clear()  # a round lists every strategy's edits afresh
         order = self._ordered()
         branch = _Branch(self.ws, self._plan(self.ws, order, 0), 1.0)
         changed = False
@@ -308,7 +328,7 @@ class Engine:
         ws: Workspace,
         order: list[Strategy],
         index: int,
-        after: _Trial | None = None,
+        after: _Resume | None = None,
         branch: _Branch | None = None,
     ) -> Iterator[_Trial]:
         """The trials the sequential algorithm makes on ws if every one of them fails: the
@@ -355,7 +375,7 @@ class Engine:
         self._next_lineage += n
         return tuple(range(start, start + n))
 
-    def _lineage(self, committed: _Trial, n: int) -> tuple[int, ...]:
+    def _lineage(self, committed: _Resume, n: int) -> tuple[int, ...]:
         """The lineage of the list a commit leaves: the committed chunk's edits are gone and
         the others keep their places (what the sweep assumes when it goes on from the same
         offset), if the new list is that long; else a fresh start."""
@@ -369,7 +389,10 @@ class Engine:
         assert trial.candidate is not None and trial.ws is not None
         ws = trial.ws.fork(trial.candidate)
         branch = _Branch(ws, iter(()), 0.0, parent=trial)
-        branch.plan = self._plan(ws, [], trial.index, after=trial, branch=branch)
+        # The plan keeps only where the sweep goes on, not the trial: a trial holds its
+        # branch, whose plan would hold the trial before it, and so on, back to the
+        # round's first program (megabytes each).
+        branch.plan = self._plan(ws, [], trial.index, after=_Resume.of(trial), branch=branch)
         return branch
 
     def _explore_moves(self) -> None:
@@ -531,6 +554,7 @@ class Engine:
         st.judged += 1
         trial.read = True
         if not trial.verdict:
+            self._failures += 1
             self._failed.add(hash(trial.identity))
             chunk = frozenset(trial.lineage[trial.offset : trial.offset + trial.chunk])
             for member in chunk:
@@ -695,30 +719,28 @@ class Engine:
 
     def _again(self, trial: _Trial) -> bool:
         """Whether trial repeats a failure: the same chunk, one of its edits alone, or
-        every edit left of a chunk that failed earlier in the sweep (`_implied`)."""
-        if trial.again is None:
+        every edit left of a chunk that failed earlier in the sweep (`_implied`). Worked
+        out again when a failure was read since (a repeat stays one)."""
+        if trial.again is None or (not trial.again and trial.again_at != self._failures):
             name = trial.strategy.name
             trial.again = (
                 hash(trial.identity) in self._failed
                 or any(hash((name, (edit,))) in self._failed for edit in trial.chunk_edits)
                 or self._implied(trial)
             )
+            trial.again_at = self._failures
         return trial.again
 
     def _implied(self, trial: _Trial) -> bool:
         """Whether trial's chunk holds every edit left of a chunk that failed earlier in
         the sweep: under ddmin's assumption (removing more than a failure fails too) it
         fails as well. Edits are followed through commits by their place in the list."""
-        chunk = set(trial.lineage[trial.offset : trial.offset + trial.chunk])
-        live: set[int] | None = None
-        for member in chunk:
-            for failed in self._failed_lineage.get(member, ()):
-                if live is None:
-                    live = set(trial.lineage)
-                left = failed & live
-                if left <= chunk:
-                    return True
-        return False
+        chunk = trial.lineage[trial.offset : trial.offset + trial.chunk]
+        failed = {id(f): f for member in chunk for f in self._failed_lineage.get(member, ())}
+        if not failed:
+            return False
+        outside = set(trial.lineage).difference(chunk)  # the edits left outside the chunk
+        return any(f.isdisjoint(outside) for f in failed.values())
 
     def _needed(self, branch: _Branch) -> tuple[set[bytes], set[bytes]]:
         """The keys of the checks a branch's program may still need, and of the programs
