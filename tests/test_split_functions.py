@@ -120,3 +120,22 @@ def test_a_fingerprint_hashes_each_text_once_per_program(monkeypatch):
     for e in edits:
         s.fingerprint(ws.program, [e])
     assert len(hashed) == len(edits) and max(hashed) < len(ws.program.text) / 2
+
+
+def test_keeping_public_functions_that_need_everything_is_a_no_op_without_a_clone(monkeypatch):
+    """Most of the first sweep on a big module keeps halves of functions that together
+    need every symbol (issue 13): cloning and verifying a megabyte to find it unchanged
+    cost a quarter of a second each. Keeping @main and @unrelated (both public) is known
+    to change nothing; keeping the private @mid still builds (it becomes public)."""
+    from reducer.core.strategy import MLIRProgram
+    from reducer.core.workspace import Rejected
+
+    ws = workspace(MODULE)
+    s = SplitFunctions()
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    clones: list[int] = []
+    real = MLIRProgram.clone
+    monkeypatch.setattr(MLIRProgram, "clone", lambda self: clones.append(1) or real(self))
+    both = [edits[("keep-only", "main")], edits[("keep-only", "unrelated")]]
+    assert ws.materialize(s, both) == Rejected("no-op") and clones == []
+    assert "func.func @mid" in ws.materialize(s, [edits[("keep-only", "mid")]]).text

@@ -144,3 +144,106 @@ def test_the_canonical_form_in_the_workspace_options_is_its_text_unprinted(monke
     assert printed == []
     generic = ws.canonical(irutil.PrintOptions(generic=True))
     assert printed == [1] and generic != ws.program.text
+
+
+def _piecewise(monkeypatch, text: str):
+    """A workspace that prints candidates piece by piece whatever its size."""
+    import reducer.core.workspace as module
+
+    monkeypatch.setattr(module, "PIECEWISE_BYTES", 0)
+    return workspace(text)
+
+
+def test_a_candidate_is_printed_one_changed_top_level_op_at_a_time(monkeypatch):
+    """Issue 13: printing a megabyte candidate whole for each subset was most of the
+    engine's time; the top-level ops it did not change keep their text and op count.
+    What comes out is what printing the whole module gives, and only the changed
+    function (@mid, whose call to the deleted @leaf is rewired) is printed."""
+    from programs import CALL_CHAIN
+
+    from reducer.core import ir as irutil
+    from strategies.split_functions import SplitFunctions
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+    s = SplitFunctions()
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    printed: list[str] = []
+    real = ir.Operation.get_asm
+    monkeypatch.setattr(ir.Operation, "get_asm", lambda op, **k: printed.append(op.name) or real(op, **k))
+    with ws.scope():
+        root = s.apply(ws.program, [edits[("delete", "leaf")]])
+    candidate = ws.materialize(s, [edits[("delete", "leaf")]])
+    assert printed == ["func.func"] and "@leaf" not in candidate.text
+    assert candidate.text == irutil.to_text(root, ws.options)
+    assert candidate.size.ops == irutil.count_ops(root)
+
+
+def test_piecewise_texts_equal_whole_prints_on_every_strategy(monkeypatch):
+    """Every built-in IR strategy's candidates on a model with loops, globals and calls
+    (the toolbox program has none of the module-wide spellings) print and count as the
+    whole module does."""
+    from programs import CALL_CHAIN, mlp
+
+    import strategies
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import _TopLevel
+
+    compared = 0
+    for text in (CALL_CHAIN, mlp(layers=4)):
+        ws = _piecewise(monkeypatch, text)
+        top = ws.program.analysis(_TopLevel.of)
+        assert top is not None
+        for kind in strategies.BUILTIN:
+            strategy = kind()
+            if strategy.name.startswith("text") or strategy.name == "opt-passes":
+                continue
+            edits = ws.opportunities(strategy)
+            for chunk in (edits[:1], edits[-1:], edits[: len(edits) // 2]):
+                with ws.scope():
+                    root = strategy.apply(ws.program, chunk) if chunk else None
+                if root is None or isinstance(root, str):
+                    continue
+                built = top.piecewise(root, ws.options, verified=False)
+                if built is not None:
+                    assert built == (irutil.to_text(root, ws.options, verified=False), irutil.count_ops(root))
+                    compared += 1
+    assert compared >= 20
+
+
+def test_an_op_that_would_need_an_alias_makes_the_whole_module_print(monkeypatch):
+    """Printed alone, an op spells an affine map inline; in the module the printer makes
+    it a `#map` alias at the top. A changed op with one must not be pasted in alone."""
+    from reducer.core import ir as irutil
+
+    text = (
+        "func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n"
+        "func.func @g(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}\n"
+    )
+    ws = _piecewise(monkeypatch, text)
+
+    class AddMap:
+        name = "add-map"
+
+        def apply(self, program, edits):
+            root = program.clone()
+            func = root.regions[0].blocks[0].operations[1]
+            func.attributes["my.map"] = ir.Attribute.parse("affine_map<(d0) -> (d0)>")
+            return root
+
+    with ws.scope():
+        candidate = ws.materialize(AddMap(), [], grow=True)
+    assert candidate.text.startswith("#map = affine_map")
+    assert candidate.text == irutil.to_text(irutil.parse(candidate.text, ws.ctx).operation, ws.options)
+
+
+def test_split_module_cuts_only_the_printers_plain_shape():
+    from reducer.core import ir as irutil
+
+    text = "module {\n  func.func @f() {\n    return\n  }\n  util.global private @g : i32\n}\n"
+    head, texts = irutil.split_module(text)
+    assert head == "module {" and texts == ["  func.func @f() {\n    return\n  }", "  util.global private @g : i32"]
+    assert irutil.join_module(head, texts) == text
+    assert irutil.split_module("module {\n}\n") == ("module {", [])
+    assert irutil.split_module("#map = affine_map<(d0) -> (d0)>\n" + text) is None  # aliases
+    assert irutil.split_module(text.replace("\n  util", "\n\n  util")) is None  # an empty line
+    assert irutil.split_module(text + "\n{-#\n#-}\n") is None  # resources

@@ -93,6 +93,65 @@ def same_ir(lhs: ir.Operation, rhs: ir.Operation) -> bool:
     return bool(lhs.is_structurally_equivalent(rhs))
 
 
+#: A line of a module's body that starts a top-level op: indented by two, and not the
+#: closing brace, block label or parenthesis of the op before it.
+_TOP_LEVEL_START = re.compile(r"\n(?=  [^ })^])")
+#: A line of a module's body that is not indented by two (an empty line, say).
+_OUTDENTED = re.compile(r"\n(?!  )")
+
+
+def split_module(text: str) -> tuple[str, list[str]] | None:
+    """A printed module cut into its first line and each top-level op's text (indented as
+    printed), when the text is only `module ... {`, the ops and `}`: no alias definitions
+    before it, no resource section after it. Then the module's text is `join_module` of
+    the two, and an op that did not change keeps its text in a candidate (issue 13)."""
+    head, sep, rest = text.partition("\n")
+    if not (sep and head.startswith("module") and head.endswith("{") and rest.endswith("}\n")):
+        return None
+    body = rest[:-2]  # each op's lines, each ending in a newline
+    if not body:
+        return head, []
+    if (
+        not body.endswith("\n")
+        or _OUTDENTED.search(body, 0, len(body) - 1)
+        or _TOP_LEVEL_START.match("\n" + body[:3]) is None
+    ):
+        return None
+    starts = [0, *(m.end() for m in _TOP_LEVEL_START.finditer(body))]
+    ends = [*(s - 1 for s in starts[1:]), len(body) - 1]
+    return head, [body[s:e] for s, e in zip(starts, ends)]
+
+
+def join_module(head: str, texts: list[str]) -> str:
+    """The inverse of `split_module`."""
+    return head + "\n" + "".join(t + "\n" for t in texts) + "}\n"
+
+
+#: What an op printed alone spells differently inside a module: attributes and types a
+#: module prints as aliases (`#map`, dialect attributes, `!` types), resources, distinct
+#: attributes (numbered module-wide). Printed alone, maps are spelled inline, so a text
+#: with none of these (a `#` in a string is refused too) prints the same in the module.
+_MODULE_WIDE = re.compile(r"[#!]|affine_(?:map|set)<|dense_resource<|distinct\[|\n\n")
+
+
+def op_text(op: ir.Operation, options: PrintOptions, verified: bool) -> str | None:
+    """op's text as it prints inside a module without aliases (indented by two), when
+    printing it alone gives that: no results (their names would be the module's), its own
+    value names (no region, or isolated from above), nothing module-wide in it."""
+    from iree.compiler import ir
+
+    if options.debug_info or options.generic or len(op.results):
+        return None
+    if len(op.regions) and not op.has_trait(ir.IsIsolatedFromAboveTrait):
+        return None
+    # Local scope: the names of an isolated op are its own, and the printer then does not
+    # walk the whole module for each op (twice the cost of printing the module).
+    text = op.get_asm(assume_verified=verified, use_local_scope=True)
+    if not text or _MODULE_WIDE.search(text):
+        return None
+    return "  " + text.rstrip("\n").replace("\n", "\n  ")
+
+
 def iter_ops(root: ir.Operation) -> Iterator[ir.Operation]:
     """Every op nested under root (not root itself), parents before children."""
     for region in root.regions:

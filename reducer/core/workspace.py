@@ -151,6 +151,89 @@ class TextWorkspace(Workspace):
         return TextWorkspace(candidate.text)
 
 
+#: Below this many bytes a candidate is printed whole: matching its top-level ops with the
+#: program's costs more than printing a small module.
+PIECEWISE_BYTES = 1 << 16
+
+
+@attrs.frozen
+class _TopLevel:
+    """The current program's top-level ops, each with its text and the ops it holds
+    (itself included): a candidate reuses them for the ops it did not change."""
+
+    head: str  # the module line
+    attributes: dict[str, object]  # the module's, which that line prints
+    ops: list[object]  # ir.Operation
+    texts: list[str]
+    counts: list[int]
+    by_name: dict[str, int]  # symbol name -> position
+
+    @staticmethod
+    def of(program: MLIRProgram) -> _TopLevel | None:
+        """Once per program (`program.analysis`); None when its text has another shape
+        (aliases, resources, a small program)."""
+        if len(program.text) < PIECEWISE_BYTES:
+            return None
+        cut = irutil.split_module(program.text)
+        root = program.root
+        if cut is None or len(root.regions) != 1 or len(root.regions[0].blocks) != 1:
+            return None
+        ops = [op.operation for op in root.regions[0].blocks[0].operations]
+        attributes = _attributes(root)
+        if len(ops) != len(cut[1]) or attributes is None:
+            return None
+        return _TopLevel(
+            cut[0],
+            attributes,
+            ops,
+            cut[1],
+            [irutil.count_ops(op) + 1 for op in ops],
+            {name: i for i, name in enumerate(map(_symbol, ops)) if name is not None},
+        )
+
+    def piecewise(self, root: object, options: irutil.PrintOptions, verified: bool) -> tuple[str, int] | None:
+        """root's canonical text and op count, printing and counting only the top-level
+        ops that differ from the program's (a split-functions candidate on a megabyte
+        module keeps most of them as they were); None when that cannot be done exactly."""
+        if len(root.regions) != 1 or len(root.regions[0].blocks) != 1:  # type: ignore[attr-defined]
+            return None
+        attributes = _attributes(root)
+        if attributes is None or attributes != self.attributes:
+            return None
+        texts: list[str] = []
+        count = 0
+        after = 0  # where an op without a name is looked for
+        for op in root.regions[0].blocks[0].operations:  # type: ignore[attr-defined]
+            op = op.operation
+            name = _symbol(op)
+            i = self.by_name.get(name, -1) if name is not None else after
+            if 0 <= i < len(self.ops) and irutil.same_ir(op, self.ops[i]):
+                texts.append(self.texts[i])
+                count += self.counts[i]
+                after = i + 1
+                continue
+            text = irutil.op_text(op, options, verified)
+            if text is None:
+                return None
+            texts.append(text)
+            count += irutil.count_ops(op) + 1
+        return irutil.join_module(self.head, texts), count
+
+
+def _attributes(op: object) -> dict[str, object] | None:
+    try:
+        return dict(op.attributes.items())  # type: ignore[attr-defined]
+    except TypeError:  # an attribute the bindings cannot wrap (a complex dense literal)
+        return None
+
+
+def _symbol(op: object) -> str | None:
+    attributes = op.attributes  # type: ignore[attr-defined]
+    if "sym_name" not in attributes:
+        return None
+    return str(attributes["sym_name"])
+
+
 class MLIRWorkspace(Workspace):
     mode = "mlir"
     program: MLIRProgram  # what lets an MLIR strategy rely on `program.root`
@@ -234,12 +317,17 @@ class MLIRWorkspace(Workspace):
             root = result
         if self.verify:
             irutil.verify(root)
-        ops = irutil.count_ops(root)
-        if ops == self._size.ops and irutil.same_ir(root, self.program.root):
-            # A pass that changed nothing (most of opt-passes' candidates on a big program):
-            # the same IR prints the current text, which materialize rejects unprinted.
-            return self.program.text, self._size
-        text = irutil.to_text(root, self.options, verified=self.verify)
+        top = self.program.analysis(_TopLevel.of) if keep is None else None
+        built = top.piecewise(root, self.options, self.verify) if top is not None else None
+        if built is not None:
+            text, ops = built
+        else:
+            ops = irutil.count_ops(root)
+            if ops == self._size.ops and irutil.same_ir(root, self.program.root):
+                # A pass that changed nothing (most of opt-passes' candidates on a big program):
+                # the same IR prints the current text, which materialize rejects unprinted.
+                return self.program.text, self._size
+            text = irutil.to_text(root, self.options, verified=self.verify)
         nbytes = len(text.encode())
         # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
         # A pass that changed nothing ties too, but materialize rejects the same text unmeasured.
