@@ -14,7 +14,7 @@ import networkx as nx
 from iree.compiler import ir
 
 from reducer.core.strategy import Edit, MLIRProgram, Strategy
-from strategies._ir.paths import op_at, top_level_texts
+from strategies._ir.paths import top_level_op, top_level_texts
 from strategies._ir.rewriter import Rewriter
 from strategies._ir.symbols import Symbols
 
@@ -85,7 +85,7 @@ class SplitFunctions(Strategy[MLIRProgram]):
         keep_targets, doomed = self._doomed(info, edits)
         doomed_paths = {info.symbols[n] for n in doomed}
         if not doomed_paths and not any(
-            "sym_visibility" in op_at(program, info.symbols[t]).attributes for t in keep_targets
+            "sym_visibility" in top_level_op(program, info.symbols[t]).attributes for t in keep_targets
         ):
             # Keeping public functions that need everything changes nothing: most of the
             # first sweep on a big module, where cloning and verifying it to find that out

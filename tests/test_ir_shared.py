@@ -55,6 +55,7 @@ def test_a_program_reads_its_symbols_once_for_every_strategy_and_subset(monkeypa
     for name, module in list(sys.modules.items()):  # wherever it is imported, not only where it lives
         if name.startswith("strategies") and getattr(module, "referenced_symbols", None) is real:
             monkeypatch.setattr(module, "referenced_symbols", counting)
+    monkeypatch.setattr(symbols_module, "_FACTS", {})  # no other test's program read them already
     ws = workspace(MODULE)
     strategies = [
         SplitFunctions(),
@@ -142,3 +143,36 @@ def test_a_walk_within_some_top_level_ops_enters_only_those():
     one = dict(walk_paths(root, within={funcs[0]}))
     assert set(one) == set(top) | {p for p in everything if p[:3] == funcs[0]}
     assert dict(walk_paths(root, within=None)) == everything
+
+
+def test_a_commit_reads_only_the_symbols_of_top_level_ops_it_has_not_seen(monkeypatch):
+    """Issue 13: on a megabyte module each split-functions commit read every op's symbol
+    references again, though most functions were unchanged. A top-level op whose text a
+    program had before is not read; the analysis is the one a full read gives."""
+    from reducer.core.strategy import MLIRProgram
+
+    reads: list[str] = []
+    real = symbols_module.referenced_symbols
+    monkeypatch.setattr(symbols_module, "_FACTS", {})
+    monkeypatch.setattr(symbols_module, "referenced_symbols", lambda op: reads.append(op.name) or real(op))
+    workspace(MODULE).program.analysis(Symbols)
+    changed = MODULE.replace("arith.negf %0", "math.absf %0")
+    reads.clear()
+    after = workspace(changed).program.analysis(Symbols)
+    assert sorted(reads) == ["func.call", "func.func", "func.return", "math.absf"]  # @main alone
+
+    def fields(info):
+        return (
+            info.symbols,
+            info.functions,
+            sorted(info.graph.edges),
+            info.users,
+            info.calls,
+            info.pinned,
+            info.referenced,
+        )
+
+    ws = workspace(changed)
+    whole = MLIRProgram(ws.program.text + "\n", ws.program.root)  # not the printer's shape: read whole
+    monkeypatch.setattr(symbols_module, "_FACTS", {})
+    assert fields(Symbols(whole)) == fields(after)

@@ -172,6 +172,12 @@ class Paths(dict[Path, ir.Operation]):
         super().__init__(walk_paths(program.root))
 
 
+def top_level_op(program: MLIRProgram, path: Path) -> ir.Operation:
+    """The top-level op at path (region, block, op) without the walk `op_at` shares."""
+    r, b, i = path
+    return program.root.regions[r].blocks[b].operations[i].operation
+
+
 def op_at(program: MLIRProgram, path: Path) -> ir.Operation:
     """The op at path in the program's current module (through the shared table)."""
     return program.analysis(Paths)[path]
