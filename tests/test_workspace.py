@@ -247,3 +247,25 @@ def test_split_module_cuts_only_the_printers_plain_shape():
     assert irutil.split_module("#map = affine_map<(d0) -> (d0)>\n" + text) is None  # aliases
     assert irutil.split_module(text.replace("\n  util", "\n\n  util")) is None  # an empty line
     assert irutil.split_module(text + "\n{-#\n#-}\n") is None  # resources
+
+
+def test_a_committed_program_counts_only_the_top_level_ops_it_has_not_seen(monkeypatch):
+    """After a split-functions commit most functions are the ones the last program had:
+    counting their ops again per program cost as much as verifying the module (issue 13)."""
+    from programs import CALL_CHAIN
+
+    import reducer.core.workspace as module
+    from reducer.core import ir as irutil
+    from strategies.split_functions import SplitFunctions
+
+    monkeypatch.setattr(module, "_COUNTS", {})
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+    ws.program.analysis(module._TopLevel.of)
+    s = SplitFunctions()
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    ws.commit(ws.materialize(s, [edits[("delete", "leaf")]]))  # @mid changes, the rest stays
+    counted: list[str] = []
+    real = irutil.count_ops
+    monkeypatch.setattr(irutil, "count_ops", lambda op, *a: counted.append(op.name) or real(op, *a))
+    top = ws.program.analysis(module._TopLevel.of)
+    assert counted == ["func.func"] and sum(top.counts) == real(ws.program.root)

@@ -95,7 +95,7 @@ def same_ir(lhs: ir.Operation, rhs: ir.Operation) -> bool:
 
 #: A line of a module's body that starts a top-level op: indented by two, and not the
 #: closing brace, block label or parenthesis of the op before it.
-_TOP_LEVEL_START = re.compile(r"\n(?=  [^ })^])")
+_TOP_LEVEL_START = re.compile(r"\n(?=  [^ })^\n])")
 #: A line of a module's body that is not indented by two (an empty line, say).
 _OUTDENTED = re.compile(r"\n(?!  )")
 

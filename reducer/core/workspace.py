@@ -187,7 +187,7 @@ class _TopLevel:
             attributes,
             ops,
             cut[1],
-            [irutil.count_ops(op) + 1 for op in ops],
+            [_count(op, text) for op, text in zip(ops, cut[1])],
             {name: i for i, name in enumerate(map(_symbol, ops)) if name is not None},
         )
 
@@ -218,6 +218,23 @@ class _TopLevel:
             texts.append(text)
             count += irutil.count_ops(op) + 1
         return irutil.join_module(self.head, texts), count
+
+
+#: Ops in a top-level op, by its text: a commit keeps most of them, and counting a
+#: megabyte again per program cost as much as verifying it. Bounded, as it keeps the texts.
+_COUNTS: dict[str, int] = {}
+_COUNTS_LIMIT = 1 << 14
+
+
+def _count(op: object, text: str) -> int:
+    """Ops in op, itself included. In a module of the printer's plain shape a text means
+    the same ops in any program, so it is counted once per text."""
+    found = _COUNTS.get(text)
+    if found is None:
+        if len(_COUNTS) >= _COUNTS_LIMIT:
+            _COUNTS.clear()
+        found = _COUNTS[text] = irutil.count_ops(op) + 1  # type: ignore[arg-type]
+    return found
 
 
 def _attributes(op: object) -> dict[str, object] | None:
