@@ -269,3 +269,52 @@ def test_a_committed_program_counts_only_the_top_level_ops_it_has_not_seen(monke
     monkeypatch.setattr(irutil, "count_ops", lambda op, *a: counted.append(op.name) or real(op, *a))
     top = ws.program.analysis(module._TopLevel.of)
     assert counted == ["func.func"] and sum(top.counts) == real(ws.program.root)
+
+
+def test_a_function_made_public_prints_only_its_header_again(monkeypatch):
+    """Keeping @mid makes it public: its body is the program's, so only its first line is
+    printed again (issue 13: split-functions' first sweep makes every function of a
+    megabyte module public). The text is what printing the whole module gives."""
+    from programs import CALL_CHAIN
+
+    from reducer.core import ir as irutil
+    from strategies.split_functions import SplitFunctions
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+    s = SplitFunctions()
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    printed: list[bool] = []
+    real = ir.Operation.get_asm
+    monkeypatch.setattr(
+        ir.Operation, "get_asm", lambda op, **k: printed.append(k.get("skip_regions", False)) or real(op, **k)
+    )
+    candidate = ws.materialize(s, [edits[("keep-only", "mid")]])
+    assert "func.func @mid(" in candidate.text and printed and all(printed)
+    with ws.scope():
+        root = s.apply(ws.program, [edits[("keep-only", "mid")]])
+    assert candidate.text == irutil.to_text(root, ws.options)
+    assert candidate.size.ops == irutil.count_ops(root)
+
+
+def test_a_function_whose_body_changed_too_is_printed_whole(monkeypatch):
+    from programs import CALL_CHAIN
+
+    from reducer.core import ir as irutil
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+
+    class PublicAndFast:
+        name = "public-and-fast"
+
+        def apply(self, program, edits):
+            root = program.clone()
+            leaf = root.regions[0].blocks[0].operations[1]
+            del leaf.attributes["sym_visibility"]
+            exp = leaf.regions[0].blocks[0].operations[0]
+            exp.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<fast>")
+            return root
+
+    with ws.scope():
+        candidate = ws.materialize(PublicAndFast(), [], grow=True)
+        root = PublicAndFast().apply(ws.program, [])
+    assert "fastmath<fast>" in candidate.text and candidate.text == irutil.to_text(root, ws.options)

@@ -152,6 +152,15 @@ def op_text(op: ir.Operation, options: PrintOptions, verified: bool) -> str | No
     return "  " + text.rstrip("\n").replace("\n", "\n  ")
 
 
+def op_header(op: ir.Operation, verified: bool) -> str | None:
+    """The first line an op with a region prints (`func.func @f(...) -> ... {`), when
+    nothing module-wide is in it."""
+    text = op.get_asm(assume_verified=verified, use_local_scope=True, skip_regions=True)
+    if not text.endswith(" {...}") or "\n" in text or _MODULE_WIDE.search(text):
+        return None
+    return text[: -len("...}")]
+
+
 def iter_ops(root: ir.Operation) -> Iterator[ir.Operation]:
     """Every op nested under root (not root itself), parents before children."""
     for region in root.regions:

@@ -11,6 +11,7 @@ import abc
 import contextlib
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -212,12 +213,41 @@ class _TopLevel:
                 count += self.counts[i]
                 after = i + 1
                 continue
+            restyled = self._restyled(op, i, verified) if 0 <= i < len(self.ops) else None
+            if restyled is not None:  # e.g. made public: only its first line is printed again
+                texts.append(restyled)
+                count += self.counts[i]
+                continue
             text = irutil.op_text(op, options, verified)
             if text is None:
                 return None
             texts.append(text)
             count += irutil.count_ops(op) + 1
         return irutil.join_module(self.head, texts), count
+
+    def _restyled(self, op: Any, i: int, verified: bool) -> str | None:
+        """op's text when it is a function that differs from the program's op i only in
+        its own attributes (split-functions makes a kept function public): its header
+        printed again, its body's text kept. A function prints its attributes in the
+        header only; its region must be equal, which it is once op has i's attributes."""
+        old = self.ops[i]
+        if op.name != "func.func" or old.name != "func.func" or not len(op.regions):  # type: ignore[attr-defined]
+            return None
+        mine, theirs = _attributes(op), _attributes(old)
+        if mine is None or theirs is None:
+            return None
+        _set_attributes(op, theirs)
+        try:
+            equal = irutil.same_ir(op, old)
+        finally:
+            _set_attributes(op, mine)
+        if not equal:
+            return None
+        first, _, body = self.texts[i].partition("\n")
+        head = irutil.op_header(op, verified)
+        if head is None or first != f"  {irutil.op_header(old, verified)}":
+            return None
+        return f"  {head}\n{body}"
 
 
 #: Ops in a top-level op, by its text: a commit keeps most of them, and counting a
@@ -233,8 +263,16 @@ def _count(op: object, text: str) -> int:
     if found is None:
         if len(_COUNTS) >= _COUNTS_LIMIT:
             _COUNTS.clear()
-        found = _COUNTS[text] = irutil.count_ops(op) + 1  # type: ignore[arg-type]
+        found = _COUNTS[text] = irutil.count_ops(op) + 1
     return found
+
+
+def _set_attributes(op: Any, attributes: dict[str, object]) -> None:
+    for name in list(op.attributes.keys()):
+        if name not in attributes:
+            del op.attributes[name]
+    for name, value in attributes.items():
+        op.attributes[name] = value
 
 
 def _attributes(op: object) -> dict[str, object] | None:
