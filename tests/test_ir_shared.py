@@ -159,7 +159,12 @@ def test_a_commit_reads_only_the_symbols_of_top_level_ops_it_has_not_seen(monkey
     changed = MODULE.replace("arith.negf %0", "math.absf %0")
     reads.clear()
     after = workspace(changed).program.analysis(Symbols)
-    assert sorted(reads) == ["func.call", "func.func", "func.return", "math.absf"]  # @main alone
+    tops = ["util.global"] + ["func.func"] * 4  # each top-level op's own attributes are read
+    assert reads == tops[:3] + ["func.func", "func.call", "math.absf", "func.return"] + tops[4:]  # inside @main alone
+    public = workspace(MODULE.replace("func.func private @mid", "func.func @mid")).program
+    reads.clear()
+    public.analysis(Symbols)
+    assert reads == tops  # a function made public: nothing inside it is read again
 
     def fields(info):
         return (
@@ -172,7 +177,9 @@ def test_a_commit_reads_only_the_symbols_of_top_level_ops_it_has_not_seen(monkey
             info.referenced,
         )
 
-    ws = workspace(changed)
+    nested = "module @inner {\n  func.func private @x() {\n    return\n  }\n}\n"  # a symbol not at the top
+    after = workspace(changed + nested).program.analysis(Symbols)
+    ws = workspace(changed + nested)
     whole = MLIRProgram(ws.program.text + "\n", ws.program.root)  # not the printer's shape: read whole
     monkeypatch.setattr(symbols_module, "_FACTS", {})
     assert fields(Symbols(whole)) == fields(after)

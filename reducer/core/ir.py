@@ -152,6 +152,17 @@ def op_text(op: ir.Operation, options: PrintOptions, verified: bool) -> str | No
     return "  " + text.rstrip("\n").replace("\n", "\n  ")
 
 
+def body_key(op: ir.Operation, text: str) -> tuple[str, str] | None:
+    """What the ops inside a top-level op are made of, from its text in a module of the
+    plain shape: its name and the text of its regions, which start on the line after its
+    first (`func.func @f(...) {`). Its own attributes are in that first line, so a
+    function made public keeps its key. None when its regions start elsewhere."""
+    first, _, body = text.partition("\n")
+    if len(op.regions) and not first.endswith("{"):
+        return None
+    return op.name, body
+
+
 def op_header(op: ir.Operation, verified: bool) -> str | None:
     """The first line an op with a region prints (`func.func @f(...) -> ... {`), when
     nothing module-wide is in it."""

@@ -250,20 +250,23 @@ class _TopLevel:
         return f"  {head}\n{body}"
 
 
-#: Ops in a top-level op, by its text: a commit keeps most of them, and counting a
-#: megabyte again per program cost as much as verifying it. Bounded, as it keeps the texts.
-_COUNTS: dict[str, int] = {}
+#: Ops inside a top-level op, by `irutil.body_key`: a commit keeps most of them (or
+#: only makes them public), and counting a megabyte again per program cost as much as
+#: verifying it. Bounded, as it keeps the texts.
+_COUNTS: dict[tuple[str, str], int] = {}
 _COUNTS_LIMIT = 1 << 14
 
 
-def _count(op: object, text: str) -> int:
-    """Ops in op, itself included. In a module of the printer's plain shape a text means
-    the same ops in any program, so it is counted once per text."""
-    found = _COUNTS.get(text)
+def _count(op: Any, text: str) -> int:
+    """Ops in op, itself included, counted once per body text."""
+    key = irutil.body_key(op, text)
+    found = _COUNTS.get(key) if key is not None else None
     if found is None:
-        if len(_COUNTS) >= _COUNTS_LIMIT:
-            _COUNTS.clear()
-        found = _COUNTS[text] = irutil.count_ops(op) + 1
+        found = irutil.count_ops(op) + 1
+        if key is not None:
+            if len(_COUNTS) >= _COUNTS_LIMIT:
+                _COUNTS.clear()
+            _COUNTS[key] = found
     return found
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import networkx as nx
 from iree.compiler import ir
 
-from reducer.core.ir import split_module
+from reducer.core.ir import body_key, split_module
 from reducer.core.strategy import MLIRProgram
 from strategies._ir.paths import Path, Paths, get_attr, is_function, symbol_name, walk_paths
 
@@ -83,19 +83,19 @@ def referenced_symbols(op: ir.Operation) -> set[str]:
 _Fact = tuple[Path, "str | None", bool, frozenset[str], "str | None"]
 
 
-def _fact(path: Path, op: ir.Operation) -> _Fact:
-    name = symbol_name(op) if len(path) == 3 else None
+def _fact(path: Path, op: ir.Operation, top: bool) -> _Fact:
+    name = symbol_name(op) if top else None
     refs = frozenset(referenced_symbols(op))
     callee = get_attr(op, "callee") if refs and op.name in CALL_OPS else None
     target = ir.FlatSymbolRefAttr(callee).value if callee is not None else None
     return path, name, name is not None and is_function(op), refs, target
 
 
-#: The facts inside each top-level op, by its text (paths relative to it). A program
+#: The facts inside each top-level op, by its body's text (paths relative to it). A program
 #: that keeps most of its predecessor's functions (a split-functions commit on a
 #: megabyte module) then reads only the new ones: the analysis was a quarter of the
 #: engine's time there (issue 13). Bounded, as it keeps the texts alive.
-_FACTS: dict[str, list[_Fact]] = {}
+_FACTS: dict[tuple[str, str], list[_Fact]] = {}
 _FACTS_LIMIT = 1 << 14
 
 
@@ -110,17 +110,19 @@ def _facts(program: MLIRProgram) -> Iterator[_Fact]:
     ops = [op.operation for op in blocks[0].operations] if len(blocks) == 1 else []
     if cut is None or len(ops) != len(cut[1]):
         for path, op in program.analysis(Paths).items():
-            yield _fact(path, op)
+            yield _fact(path, op, len(path) == 3)
         return
     for i, (op, text) in enumerate(zip(ops, cut[1])):
         top = (0, 0, i)
-        facts = _FACTS.get(text)
+        yield _fact(top, op, True)  # its own attributes, in its first line (made public, say)
+        key = body_key(op, text)
+        facts = _FACTS.get(key) if key is not None else None
         if facts is None:
-            facts = [_fact(top, op)] + [_fact(path, inner) for path, inner in walk_paths(op, top)]
-            facts = [(path[3:], name, function, refs, target) for path, name, function, refs, target in facts]
-            if len(_FACTS) >= _FACTS_LIMIT:
-                _FACTS.clear()
-            _FACTS[text] = facts
+            facts = [_fact(path[3:], inner, False) for path, inner in walk_paths(op, top)]
+            if key is not None:
+                if len(_FACTS) >= _FACTS_LIMIT:
+                    _FACTS.clear()
+                _FACTS[key] = facts
         for path, name, function, refs, target in facts:
             yield top + path, name, function, refs, target
 
