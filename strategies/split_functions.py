@@ -92,8 +92,10 @@ class SplitFunctions(Strategy[MLIRProgram]):
             # cost a quarter of a second per candidate (issue 13).
             return None
         user_paths = {p for n in doomed for p in info.users.get(n, []) if p[:3] not in doomed_paths and len(p) > 3}
-        # Only the functions whose uses are rewired are walked, not the (many) that go whole.
-        rewriter = Rewriter(program, within={p[:3] for p in user_paths})
+        # Only the survivors are copied, and only the functions whose uses are rewired
+        # are walked, not the (many) that go whole.
+        kept = {i for i, _ in enumerate(program.root.regions[0].blocks[0].operations) if (0, 0, i) not in doomed_paths}
+        rewriter = Rewriter(program, within={p[:3] for p in user_paths}, keep=kept)
         root = rewriter.root
         for target in keep_targets:
             if target not in doomed:  # an entry point must not be private, or compilers drop it

@@ -59,6 +59,7 @@ def test_applying_walks_only_the_functions_whose_uses_it_rewires(monkeypatch):
     """On a megabyte module a walk of every op costs more than the edit (issue 13): deleting
     @leaf rewires its call in @mid, so @mid is walked, and @main and @unrelated are not."""
     import strategies._ir.paths as irs
+    import strategies._ir.rewriter as rewriter
 
     ws = workspace(MODULE)
     s = SplitFunctions()
@@ -66,11 +67,12 @@ def test_applying_walks_only_the_functions_whose_uses_it_rewires(monkeypatch):
     walked: list[str] = []
     real = irs.walk_paths
 
-    def spy(root, prefix=()):
+    def spy(root, prefix=(), within=None):
         walked.append(irs.symbol_name(root) or root.name)
-        return real(root, prefix)
+        return real(root, prefix, within)
 
     monkeypatch.setattr(irs, "walk_paths", spy)
+    monkeypatch.setattr(rewriter, "walk_paths", spy)
     cand = ws.materialize(s, [e for e in edits if (e.kind, e.arg) == ("delete", "leaf")])
     assert "@leaf" not in cand.text and "@unrelated" in cand.text
     assert walked == ["mid"]
@@ -139,3 +141,31 @@ def test_keeping_public_functions_that_need_everything_is_a_no_op_without_a_clon
     both = [edits[("keep-only", "main")], edits[("keep-only", "unrelated")]]
     assert ws.materialize(s, both) == Rejected("no-op") and clones == []
     assert "func.func @mid" in ws.materialize(s, [edits[("keep-only", "mid")]]).text
+
+
+def test_only_the_surviving_top_level_ops_are_copied(monkeypatch):
+    """Keeping @mid of a megabyte module copied the whole module and erased the rest,
+    which cost as much as the rest of the candidate (issue 13): the survivors are copied
+    into a new module, and the text is the one cloning and erasing gives."""
+    from reducer.core import ir as irutil
+    from reducer.core.strategy import MLIRProgram
+
+    ws = workspace("module attributes {my.flag} {\n" + MODULE + "}\n")
+    s = SplitFunctions()
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    chosen = [edits[("keep-only", "mid")], edits[("delete", "leaf")]]
+    import strategies.split_functions as module
+
+    clones: list[int] = []
+    real = MLIRProgram.clone
+    monkeypatch.setattr(MLIRProgram, "clone", lambda self: clones.append(1) or real(self))
+    with ws.scope(), monkeypatch.context() as patch:
+        whole = module.Rewriter
+        patch.setattr(module, "Rewriter", lambda program, within=None, keep=None: whole(program, within))
+        expected = s.apply(ws.program, chosen)  # the module cloned, then the rest erased
+    assert clones == [1]
+    with ws.scope():
+        built = s.apply(ws.program, chosen)
+    assert clones == [1]
+    assert irutil.to_text(built, ws.options) == irutil.to_text(expected, ws.options)
+    assert "attributes {my.flag}" in irutil.to_text(built, ws.options)

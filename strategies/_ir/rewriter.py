@@ -65,15 +65,32 @@ class Rewriter:
     those named: on a megabyte module, walking every op costs more than the edit.
     """
 
-    def __init__(self, program: MLIRProgram, within: Set[Path] | None = None) -> None:
-        """Rewrite a fresh clone of program, `self.root` (what the strategy returns)."""
-        self.root = root = program.clone()
-        self.table: dict[Path, ir.Operation] = dict(walk_paths(root, within=within))
+    def __init__(self, program: MLIRProgram, within: Set[Path] | None = None, keep: Set[int] | None = None) -> None:
+        """Rewrite a fresh clone of program, `self.root` (what the strategy returns).
+        `keep`: the positions of the only top-level ops to copy; the others count as
+        erased already (split-functions keeping a few functions of a megabyte module
+        copies those, not the module, which cost as much as the rest of the candidate)."""
+        self._erased: set[Path] = set()
+        if keep is None:
+            self.root = root = program.clone()
+            self.table: dict[Path, ir.Operation] = dict(walk_paths(root, within=within))
+        else:
+            self.root = root = _module_like(program.root)
+            self.table = {}
+            body = root.regions[0].blocks[0]
+            for i, op in enumerate(program.root.regions[0].blocks[0].operations):
+                path = (0, 0, i)
+                if i not in keep:
+                    self._erased.add(path)
+                    continue
+                copy = op.operation.clone(ip=ir.InsertionPoint(body))
+                self.table[path] = copy
+                if within is None or path in within:
+                    self.table.update(walk_paths(copy, path))
         self._path_of: dict[int, Path] = {op_key(op): p for p, op in self.table.items()}
         self._kids: dict[Path, list[Path]] = {}
         for p in self.table:
             self._kids.setdefault(p[:-3], []).append(p)
-        self._erased: set[Path] = set()
         # A function anything refers to may have callers, which a new argument would leave
         # without a value. Read from the program's one symbol analysis, not a walk of the clone.
         self._called: Set[str] = program.analysis(Symbols).referenced
@@ -157,7 +174,8 @@ class Rewriter:
 
     def erase(self, path: Path) -> None:
         """Erase the op at path as it is (its results must be unused)."""
-        self._erase(path)
+        if not self.is_erased(path):
+            self._erase(path)
 
     def prune(self, paths: list[Path]) -> None:
         """Erase ops whose results all became unused, and then their feeders, transitively."""
@@ -319,6 +337,15 @@ class Rewriter:
             self.table.pop(nested, None)
             todo += self._kids.get(nested, ())
         op.erase()
+
+
+def _module_like(module: ir.Operation) -> ir.Operation:
+    """An empty module with module's attributes and location."""
+    new = ir.Operation.create(
+        "builtin.module", attributes=dict(module.attributes.items()), regions=1, loc=module.location
+    ).operation
+    new.regions[0].blocks.append()
+    return new
 
 
 def inline_block(op: ir.Operation, block: ir.Block, args: Iterable[ir.Value]) -> list[ir.Value]:
