@@ -49,4 +49,26 @@ def test_each_pipeline_is_its_own_candidate():
 
 def test_a_pipeline_that_does_nothing_is_not_a_candidate():
     text = "func.func @f(%a: f32) -> f32 {\n  return %a : f32\n}\n"
-    assert apply_edits(OptPasses(), text, lambda edits: edits[:1]).reason == "not-smaller"
+    assert apply_edits(OptPasses(), text, lambda edits: edits[:1]).reason == "no-op"
+
+
+def test_a_pipeline_that_left_the_program_unchanged_is_not_run_again(monkeypatch):
+    """The sweep tries the pipelines in 21 subsets per program (issue 13): one that left
+    the program as it was is skipped while nothing before it in the subset changed it;
+    after one that did, it runs, as it may find something to do then."""
+    from conftest import workspace
+    from iree.compiler import passmanager
+
+    runs: list[str] = []
+    real = passmanager.PassManager.parse
+    monkeypatch.setattr(
+        passmanager.PassManager, "parse", staticmethod(lambda text, ctx=None: runs.append(text) or real(text, ctx))
+    )
+    ws = workspace(TEXT)
+    s = OptPasses()
+    edits = {e.arg: e for e in s.opportunities(ws.program)}
+    assert ws.materialize(s, [edits["ipo"], edits["cse"]]).text.count("arith.addf") == 2  # ipo: idle here
+    runs.clear()
+    assert ws.materialize(s, [edits["ipo"]]).reason == "no-op" and runs == []  # known idle: not run
+    both = ws.materialize(s, [edits["symbol-dce"], edits["ipo"]])
+    assert "@unused" not in both.text and len(runs) == 2  # after symbol-dce changed it, it runs
