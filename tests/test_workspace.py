@@ -318,3 +318,20 @@ def test_a_function_whose_body_changed_too_is_printed_whole(monkeypatch):
         candidate = ws.materialize(PublicAndFast(), [], grow=True)
         root = PublicAndFast().apply(ws.program, [])
     assert "fastmath<fast>" in candidate.text and candidate.text == irutil.to_text(root, ws.options)
+
+
+def test_a_program_is_counted_once_per_top_level_op(monkeypatch):
+    """The per-op counts candidates reuse also give the program's size: counting the
+    module whole as well cost another walk of the megabyte (issue 13)."""
+    from programs import CALL_CHAIN
+
+    import reducer.core.workspace as module
+    from reducer.core import ir as irutil
+
+    monkeypatch.setattr(module, "_COUNTS", {})
+    counted: list[str] = []
+    real = irutil.count_ops
+    monkeypatch.setattr(irutil, "count_ops", lambda op, *a: counted.append(op.name) or real(op, *a))
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+    assert "builtin.module" not in counted and len(counted) == 5
+    assert ws.size.ops == real(ws.program.root)

@@ -131,7 +131,11 @@ def join_module(head: str, texts: list[str]) -> str:
 #: module prints as aliases (`#map`, dialect attributes, `!` types), resources, distinct
 #: attributes (numbered module-wide). Printed alone, maps are spelled inline, so a text
 #: with none of these (a `#` in a string is refused too) prints the same in the module.
-_MODULE_WIDE = re.compile(r"[#!]|affine_(?:map|set)<|dense_resource<|distinct\[|\n\n")
+_MODULE_WIDE = ("#", "!", "affine_map<", "affine_set<", "dense_resource<", "distinct[", "\n\n")
+
+
+def _module_wide(text: str) -> bool:
+    return any(spelling in text for spelling in _MODULE_WIDE)  # a regex took 4x longer
 
 
 def op_text(op: ir.Operation, options: PrintOptions, verified: bool) -> str | None:
@@ -147,7 +151,7 @@ def op_text(op: ir.Operation, options: PrintOptions, verified: bool) -> str | No
     # Local scope: the names of an isolated op are its own, and the printer then does not
     # walk the whole module for each op (twice the cost of printing the module).
     text = op.get_asm(assume_verified=verified, use_local_scope=True)
-    if not text or _MODULE_WIDE.search(text):
+    if not text or _module_wide(text):
         return None
     return "  " + text.rstrip("\n").replace("\n", "\n  ")
 
@@ -167,7 +171,7 @@ def op_header(op: ir.Operation, verified: bool) -> str | None:
     """The first line an op with a region prints (`func.func @f(...) -> ... {`), when
     nothing module-wide is in it."""
     text = op.get_asm(assume_verified=verified, use_local_scope=True, skip_regions=True)
-    if not text.endswith(" {...}") or "\n" in text or _MODULE_WIDE.search(text):
+    if not text.endswith(" {...}") or "\n" in text or _module_wide(text):
         return None
     return text[: -len("...}")]
 

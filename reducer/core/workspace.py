@@ -364,7 +364,9 @@ class MLIRWorkspace(Workspace):
             return
         text = irutil.to_text(root, self.options, verified=False)
         self.program = MLIRProgram(text, root)
-        self._size = Size(irutil.count_ops(root), len(text.encode()), UNKNOWN_VOLUME)
+        top = self.program.analysis(_TopLevel.of)  # its counts are what candidates reuse
+        ops = sum(top.counts) if top is not None else irutil.count_ops(root)
+        self._size = Size(ops, len(text.encode()), UNKNOWN_VOLUME)
 
     def _finish(self, result: object) -> tuple[str, Size] | Rejected:
         keep = None
