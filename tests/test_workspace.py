@@ -335,3 +335,27 @@ def test_a_program_is_counted_once_per_top_level_op(monkeypatch):
     ws = _piecewise(monkeypatch, CALL_CHAIN)
     assert "builtin.module" not in counted and len(counted) == 5
     assert ws.size.ops == real(ws.program.root)
+
+
+def test_a_fork_or_commit_takes_the_candidates_ir_without_parsing(monkeypatch):
+    """Parsing each committed megabyte again was a sixth of the engine's time (issue 13):
+    the IR a candidate was printed from becomes the program; a candidate that has none
+    (the engine's snapshot of a program) is parsed."""
+    from programs import CALL_CHAIN
+
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import Candidate
+    from strategies.split_functions import SplitFunctions
+
+    ws = workspace(CALL_CHAIN)
+    s = SplitFunctions()
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    candidate = ws.materialize(s, [edits[("delete", "leaf")]])
+    parsed: list[int] = []
+    real = irutil.parse
+    monkeypatch.setattr(irutil, "parse", lambda text, ctx: parsed.append(1) or real(text, ctx))
+    fork = ws.fork(candidate)
+    assert parsed == [] and fork.program.text == candidate.text
+    assert irutil.to_text(fork.program.root, ws.options) == candidate.text
+    ws.commit(Candidate(candidate.text, candidate.size, "snapshot"))
+    assert parsed == [1] and ws.program.text == candidate.text

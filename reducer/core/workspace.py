@@ -49,6 +49,10 @@ class Candidate:
     text: str
     size: Size
     strategy: str  # the name that made it, for the progress events and the diff header
+    #: The IR that prints as text, when the workspace built it: a fork or a commit of the
+    #: candidate takes it rather than parsing the text again (issue 13: parsing each
+    #: committed megabyte was a sixth of the engine's time).
+    module: object = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def data(self) -> bytes:
@@ -89,12 +93,12 @@ class Workspace(abc.ABC):
             return Rejected("strategy-error", str(exc))
         if isinstance(text_or, Rejected):
             return text_or
-        text, size = text_or
+        text, size, module = text_or
         if text == self.program.text:  # e.g. a pass that changed nothing: no volume to compare
             return Rejected("no-op" if grow else "not-smaller")
         if not grow and not self._beats(size):
             return Rejected("not-smaller")
-        return Candidate(text, size, strategy.name)
+        return Candidate(text, size, strategy.name, module)
 
     def size_known(self) -> Size:
         """The current size as far as it is measured (the volume may be UNKNOWN_VOLUME)."""
@@ -113,8 +117,9 @@ class Workspace(abc.ABC):
         return candidate
 
     @abc.abstractmethod
-    def _finish(self, result: object) -> tuple[str, Size] | Rejected:
-        """Canonical text and size of what a strategy returned."""
+    def _finish(self, result: object) -> tuple[str, Size, object] | Rejected:
+        """Canonical text and size of what a strategy returned, and the IR that prints
+        as that text (None for plain text)."""
 
     @abc.abstractmethod
     def commit(self, candidate: Candidate) -> None:
@@ -140,10 +145,10 @@ class TextWorkspace(Workspace):
         self.program = Program(text)
         self.size = Size(None, len(text.encode()))
 
-    def _finish(self, result: object) -> tuple[str, Size] | Rejected:
+    def _finish(self, result: object) -> tuple[str, Size, object] | Rejected:
         if not isinstance(result, str):
             return Rejected("strategy-error", "text strategies must return text")
-        return result, Size(None, len(result.encode()))
+        return result, Size(None, len(result.encode())), None
 
     def commit(self, candidate: Candidate) -> None:
         self._set(candidate.text)
@@ -368,7 +373,7 @@ class MLIRWorkspace(Workspace):
         ops = sum(top.counts) if top is not None else irutil.count_ops(root)
         self._size = Size(ops, len(text.encode()), UNKNOWN_VOLUME)
 
-    def _finish(self, result: object) -> tuple[str, Size] | Rejected:
+    def _finish(self, result: object) -> tuple[str, Size, object] | Rejected:
         keep = None
         if isinstance(result, str):
             keep = irutil.parse(result, self.ctx)
@@ -386,23 +391,28 @@ class MLIRWorkspace(Workspace):
             if ops == self._size.ops and irutil.same_ir(root, self.program.root):
                 # A pass that changed nothing (most of opt-passes' candidates on a big program):
                 # the same IR prints the current text, which materialize rejects unprinted.
-                return self.program.text, self._size
+                return self.program.text, self._size, None
             text = irutil.to_text(root, self.options, verified=self.verify)
         nbytes = len(text.encode())
         # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
         # A pass that changed nothing ties too, but materialize rejects the same text unmeasured.
         tie = (ops, nbytes) == (self._size.ops, self._size.bytes) and text != self.program.text
         size = Size(ops, nbytes, irutil.tensor_volume(text) if tie else UNKNOWN_VOLUME)
-        del keep
-        return text, size
+        return text, size, keep if keep is not None else root
+
+    def _module_of(self, candidate: Candidate) -> object:
+        """The IR strategies see once candidate is the program: the IR it was printed from
+        (programs are never mutated, so forks may share it), else its text parsed."""
+        if candidate.module is not None:
+            return candidate.module
+        return irutil.parse(candidate.text, self.ctx)
 
     def commit(self, candidate: Candidate) -> None:
-        # Re-parse the accepted text: strategies then see exactly what the oracle judged.
-        self._set(irutil.parse(candidate.text, self.ctx), known=candidate)
+        self._set(self._module_of(candidate), known=candidate)
 
     def fork(self, candidate: Candidate) -> Workspace:
         other = object.__new__(MLIRWorkspace)
         other.options, other.verify, other.ctx = self.options, self.verify, self.ctx
         with self.scope():
-            other._set(irutil.parse(candidate.text, self.ctx), known=candidate)
+            other._set(self._module_of(candidate), known=candidate)
         return other
