@@ -118,13 +118,40 @@ def _facts(program: MLIRProgram) -> Iterator[_Fact]:
         key = body_key(op, text)
         facts = _FACTS.get(key) if key is not None else None
         if facts is None:
-            facts = [_fact(path[3:], inner, False) for path, inner in walk_paths(op, top)]
+            facts = _inner_facts(op, text) if key is not None else None
+            if facts is None:
+                facts = [_fact(path[3:], inner, False) for path, inner in walk_paths(op, top)]
             if key is not None:
                 if len(_FACTS) >= _FACTS_LIMIT:
                     _FACTS.clear()
                 _FACTS[key] = facts
         for path, name, function, refs, target in facts:
             yield top + path, name, function, refs, target
+
+
+def _inner_facts(op: ir.Operation, text: str) -> list[_Fact] | None:
+    """The facts that matter inside a top-level op, read from its text where it can be:
+    only ops that refer to a symbol count (the others add nothing to the analysis), and a
+    reference prints as `@name`. A body without `@` has none; a body of one op per line
+    (one block, then its closing brace) has them on the lines with `@`. None: walk it."""
+    body = text.partition("\n")[2]
+    if "@" not in body:
+        return []
+    regions = op.regions
+    if len(regions) != 1 or len(regions[0].blocks) != 1:
+        return None
+    lines = body.split("\n")
+    ops = list(regions[0].blocks[0].operations)
+    if len(lines) != len(ops) + 1 or lines[-1].strip() != "}":
+        return None
+    facts: list[_Fact] = []
+    for k, line in enumerate(lines[:-1]):
+        if "@" in line:
+            inner = ops[k].operation
+            if len(inner.regions):  # its ops print on this line too
+                return None
+            facts.append(_fact((0, 0, k), inner, False))
+    return facts
 
 
 class Symbols:
