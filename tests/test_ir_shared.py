@@ -55,7 +55,7 @@ def test_a_program_reads_its_symbols_once_for_every_strategy_and_subset(monkeypa
     for name, module in list(sys.modules.items()):  # wherever it is imported, not only where it lives
         if name.startswith("strategies") and getattr(module, "referenced_symbols", None) is real:
             monkeypatch.setattr(module, "referenced_symbols", counting)
-    monkeypatch.setattr(symbols_module, "_FACTS", {})  # no other test's program read them already
+    symbols_module._FACTS.clear()  # no other test's program read them already
     ws = workspace(MODULE)
     strategies = [
         SplitFunctions(),
@@ -155,7 +155,7 @@ def test_a_commit_reads_only_the_symbols_of_top_level_ops_it_has_not_seen(monkey
 
     reads: list[str] = []
     real = symbols_module.referenced_symbols
-    monkeypatch.setattr(symbols_module, "_FACTS", {})
+    symbols_module._FACTS.clear()
     monkeypatch.setattr(symbols_module, "referenced_symbols", lambda op: reads.append(op.name) or real(op))
     workspace(MODULE).program.analysis(Symbols)
     changed = MODULE.replace("arith.negf %0", "math.absf %0")

@@ -258,7 +258,7 @@ def test_a_committed_program_counts_only_the_top_level_ops_it_has_not_seen(monke
     from reducer.core import ir as irutil
     from strategies.split_functions import SplitFunctions
 
-    monkeypatch.setattr(module, "_COUNTS", {})
+    module._COUNTS.clear()
     ws = _piecewise(monkeypatch, CALL_CHAIN)
     ws.program.analysis(module._TopLevel.of)
     s = SplitFunctions()
@@ -328,7 +328,7 @@ def test_a_program_is_counted_once_per_top_level_op(monkeypatch):
     import reducer.core.workspace as module
     from reducer.core import ir as irutil
 
-    monkeypatch.setattr(module, "_COUNTS", {})
+    module._COUNTS.clear()
     counted: list[str] = []
     real = irutil.count_ops
     monkeypatch.setattr(irutil, "count_ops", lambda op, *a: counted.append(op.name) or real(op, *a))
@@ -359,3 +359,15 @@ def test_a_fork_or_commit_takes_the_candidates_ir_without_parsing(monkeypatch):
     assert irutil.to_text(fork.program.root, ws.options) == candidate.text
     ws.commit(Candidate(candidate.text, candidate.size, "snapshot"))
     assert parsed == [1] and ws.program.text == candidate.text
+
+
+def test_the_caches_by_body_text_are_bounded_by_the_text_they_keep():
+    """A process that reduces many programs (the API) must not keep every text it read."""
+    from reducer.core.ir import BodyCache
+
+    cache: BodyCache[int] = BodyCache(budget=10)
+    cache.put(("func.func", "abcdef"), 1)
+    cache.put(("func.func", "ghij"), 2)
+    assert len(cache) == 2 and cache.chars == 10
+    cache.put(("func.func", "k"), 3)
+    assert list(cache.values()) == [3] and cache.chars == 1

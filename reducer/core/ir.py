@@ -9,12 +9,15 @@ import functools
 import math
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
 if TYPE_CHECKING:  # pragma: no cover
     from iree.compiler import ir
+
+
+_V = TypeVar("_V")
 
 
 class ParseError(Exception):
@@ -165,6 +168,26 @@ def body_key(op: ir.Operation, text: str) -> tuple[str, str] | None:
     if len(op.regions) and not first.endswith("{"):
         return None
     return op.name, body
+
+
+class BodyCache(dict[tuple[str, str], _V]):
+    """What was read of top-level ops, by `body_key`: a later program keeps most of them.
+    Bounded by the characters of the texts it keeps alive (a few megabyte modules'
+    worth), then emptied, so a process that reduces many programs does not grow."""
+
+    def __init__(self, budget: int = 1 << 26) -> None:
+        super().__init__()
+        self.budget, self.chars = budget, 0
+
+    def put(self, key: tuple[str, str], value: _V) -> None:
+        if self.chars + len(key[1]) > self.budget:
+            self.clear()
+        self.chars += len(key[1])
+        self[key] = value
+
+    def clear(self) -> None:
+        super().clear()
+        self.chars = 0
 
 
 def op_header(op: ir.Operation, verified: bool) -> str | None:

@@ -258,8 +258,7 @@ class _TopLevel:
 #: Ops inside a top-level op, by `irutil.body_key`: a commit keeps most of them (or
 #: only makes them public), and counting a megabyte again per program cost as much as
 #: verifying it. Bounded, as it keeps the texts.
-_COUNTS: dict[tuple[str, str], int] = {}
-_COUNTS_LIMIT = 1 << 14
+_COUNTS: irutil.BodyCache[int] = irutil.BodyCache()
 
 
 def _count(op: Any, text: str) -> int:
@@ -269,9 +268,7 @@ def _count(op: Any, text: str) -> int:
     if found is None:
         found = irutil.count_ops(op) + 1
         if key is not None:
-            if len(_COUNTS) >= _COUNTS_LIMIT:
-                _COUNTS.clear()
-            _COUNTS[key] = found
+            _COUNTS.put(key, found)
     return found
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import networkx as nx
 from iree.compiler import ir
 
-from reducer.core.ir import body_key, split_module
+from reducer.core.ir import BodyCache, body_key, split_module
 from reducer.core.strategy import MLIRProgram
 from strategies._ir.paths import Path, Paths, get_attr, is_function, symbol_name, walk_paths
 
@@ -95,8 +95,7 @@ def _fact(path: Path, op: ir.Operation, top: bool) -> _Fact:
 #: that keeps most of its predecessor's functions (a split-functions commit on a
 #: megabyte module) then reads only the new ones: the analysis was a quarter of the
 #: engine's time there (issue 13). Bounded, as it keeps the texts alive.
-_FACTS: dict[tuple[str, str], list[_Fact]] = {}
-_FACTS_LIMIT = 1 << 14
+_FACTS: BodyCache[list[_Fact]] = BodyCache()
 
 
 def _facts(program: MLIRProgram) -> Iterator[_Fact]:
@@ -122,9 +121,7 @@ def _facts(program: MLIRProgram) -> Iterator[_Fact]:
             if facts is None:
                 facts = [_fact(path[3:], inner, False) for path, inner in walk_paths(op, top)]
             if key is not None:
-                if len(_FACTS) >= _FACTS_LIMIT:
-                    _FACTS.clear()
-                _FACTS[key] = facts
+                _FACTS.put(key, facts)
         for path, name, function, refs, target in facts:
             yield top + path, name, function, refs, target
 
