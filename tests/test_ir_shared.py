@@ -188,3 +188,25 @@ def test_a_commit_reads_only_the_symbols_of_top_level_ops_it_has_not_seen(monkey
         ws = workspace(text)
         whole = MLIRProgram(ws.program.text + "\n", ws.program.root)  # not the printer's shape: read whole
         assert fields(Symbols(whole)) == fields(after)
+
+
+def test_symbols_of_a_module_with_aliases_are_read_by_body_too(monkeypatch):
+    """An alias (`#map`) does not change which symbols an op refers to (unless it spells
+    one: then the module is read whole): the 0.9 MB transformer's functions are read once
+    per body as well."""
+    text = (
+        "#map = affine_map<(d0) -> (d0)>\n"
+        "func.func private @f(%x: tensor<4xf32>) -> tensor<4xf32> attributes {m = #map} {\n"
+        "  return %x : tensor<4xf32>\n}\n"
+        "func.func @g(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+        "  %0 = call @f(%x) : (tensor<4xf32>) -> tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n"
+    )
+    reads: list[str] = []
+    real = symbols_module.referenced_symbols
+    symbols_module._FACTS.clear()
+    monkeypatch.setattr(symbols_module, "referenced_symbols", lambda op: reads.append(op.name) or real(op))
+    info = workspace(text).program.analysis(Symbols)
+    assert reads == ["func.func", "func.func", "func.call"] and info.calls == {"f": [(0, 0, 1, 0, 0, 0)]}
+    reads.clear()
+    workspace(text.replace("@g", "@h")).program.analysis(Symbols)
+    assert reads == ["func.func", "func.func"]  # @g's body, known

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import networkx as nx
 from iree.compiler import ir
 
-from reducer.core.ir import BodyCache, body_key, split_module
+from reducer.core.ir import BodyCache, body_key
 from reducer.core.strategy import MLIRProgram
-from strategies._ir.paths import Path, Paths, get_attr, is_function, symbol_name, walk_paths
+from strategies._ir.paths import Path, Paths, get_attr, is_function, symbol_name, top_level_texts, walk_paths
 
 _SYMBOL_IN_TEXT = re.compile(r'(?<!:)@("(?:[^"\\]|\\.)*"|[A-Za-z_$.][\w$.\-]*)')
 
@@ -100,14 +100,14 @@ _FACTS: BodyCache[list[_Fact]] = BodyCache()
 
 def _facts(program: MLIRProgram) -> Iterator[_Fact]:
     """The facts of every op in walk order (`Paths`), read again only for top-level ops
-    whose text no program had before. A text means the same ops only in a module with
-    the printer's plain shape (no aliases, whose numbering moves), so other modules
-    are read whole."""
+    whose text no program had before. What the facts hold (paths, symbol names) does
+    not depend on what an alias (`#map3`) stands for, unless an alias spells a symbol:
+    then, or when the text cannot be cut into top-level ops, the module is read whole."""
     root = program.root
-    cut = split_module(program.text)
+    cut = top_level_texts(program)
     blocks = root.regions[0].blocks if len(root.regions) == 1 else []
     ops = [op.operation for op in blocks[0].operations] if len(blocks) == 1 else []
-    if cut is None or len(ops) != len(cut[1]):
+    if cut is None or len(ops) != len(cut[1]) or any("@" in line for line in _aliases(cut[0])):
         for path, op in program.analysis(Paths).items():
             yield _fact(path, op, len(path) == 3)
         return
@@ -124,6 +124,11 @@ def _facts(program: MLIRProgram) -> Iterator[_Fact]:
                 _FACTS.put(key, facts)
         for path, name, function, refs, target in facts:
             yield top + path, name, function, refs, target
+
+
+def _aliases(outside: str) -> list[str]:
+    """The alias definitions in the text around the top-level ops."""
+    return [line for line in outside.split("\n") if line.startswith(("#", "!"))]
 
 
 def _inner_facts(op: ir.Operation, text: str) -> list[_Fact] | None:
