@@ -130,11 +130,13 @@ def _cut_top_level(program: MLIRProgram) -> tuple[str, list[str]] | None:
     if len(root.regions) != 1 or len(root.regions[0].blocks) != 1:
         return None
     ops = [op.operation for op in root.regions[0].blocks[0].operations]
-    plain = split_module(program.text)
+    text = program.text
+    start = 0 if text.startswith("module") else text.find("\nmodule") + 1  # after the aliases
+    plain = split_module(text[start:]) if start or text.startswith("module") else None
     if plain is not None and len(plain[1]) == len(ops):
-        # The printer's plain shape (most big modules): the same cut as the loop below
+        # The printer's usual shape (most big modules): the same cut as the loop below
         # makes, at a tenth of its cost (issue 13).
-        outside, texts = f"{plain[0]}\n}}\n", plain[1]
+        outside, texts = f"{text[:start]}{plain[0]}\n}}\n", plain[1]
     else:
         cut = _cut_lines(program.text)
         if cut is None:
