@@ -143,7 +143,7 @@ def _inner_facts(op: ir.Operation, text: str) -> list[_Fact] | None:
     if len(regions) != 1 or len(regions[0].blocks) != 1:
         return None
     lines = body.split("\n")
-    ops = list(regions[0].blocks[0].operations)
+    ops = regions[0].blocks[0].operations  # indexed, not listed: a binding object per op cost more
     if len(lines) != len(ops) + 1 or lines[-1].strip() != "}":
         return None
     facts: list[_Fact] = []
