@@ -227,7 +227,7 @@ class _TopLevel:
             if text is None:
                 return None
             texts.append(text)
-            count += irutil.count_ops(op) + 1
+            count += _count(op, text)  # kept: if this candidate is committed, its program has it
         return irutil.join_module(self.head, texts), count
 
     def _restyled(self, op: Any, i: int, verified: bool) -> str | None:
