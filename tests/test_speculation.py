@@ -218,3 +218,29 @@ def test_a_trial_becomes_a_repeat_when_a_failure_that_implies_it_is_read(tmp_pat
         for member in (7, 8):
             engine._failed_lineage[member].append(frozenset({7, 8}))
         assert engine._again(left)
+
+
+def test_a_candidate_that_failed_lets_go_of_its_ir(tmp_path: Path):
+    """A candidate carries its module for a fork or a commit; one that failed is never
+    committed, and kept with its IR until the next commit it would hold a whole module."""
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import MLIRWorkspace
+    from reducer.session import select_strategies
+
+    script = make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    failed: list[object] = []
+    with LocalExecutor(ScriptOracle(str(script), "in.mlir", 10.0), 1) as ex:
+        ws = MLIRWorkspace(chain(12, keep=5), irutil.PrintOptions())
+        engine = Engine(ws, select_strategies("mlir", ["drop-ops"], []), ex, lambda c: None, move_budget=0)
+        decide = engine._decide
+
+        def recording(trial, branch):  # type: ignore[no-untyped-def]
+            verdict = decide(trial, branch)
+            if trial.key is not None and not verdict:
+                failed.append(trial.candidate)
+            return verdict
+
+        engine._decide = recording  # type: ignore[method-assign]
+        engine.run()
+        assert failed and all(c.module is None for c in failed)
+        assert all(c.module is None for c in engine._made.values() if c in failed)

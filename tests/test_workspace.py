@@ -372,3 +372,48 @@ def test_the_caches_by_body_text_are_bounded_by_the_text_they_keep():
     assert len(cache) == 2 and cache.chars == 10
     cache.put(("func.func", "k"), 3)
     assert list(cache.values()) == [3] and cache.chars == 1
+
+
+class _Apply:
+    """A one-off rewrite as a strategy: `apply(program, edits)` runs `rewrite` on a clone."""
+
+    name = "one-off"
+
+    def __init__(self, rewrite) -> None:  # type: ignore[no-untyped-def]
+        self.rewrite = rewrite
+
+    def apply(self, program, edits):  # type: ignore[no-untyped-def]
+        root = program.clone()
+        self.rewrite(root)
+        return root
+
+
+def test_top_level_ops_with_results_print_whole(monkeypatch):
+    """`%1 = ...` at the top level is numbered across the module: once an op with results
+    before it goes, its old text would keep the old number. Such a module prints whole."""
+    text = (
+        "func.func @g() {\n  return\n}\n%s = tensor.empty() : tensor<4xf32>\n"
+        "func.func @f() {\n  return\n}\n%t = tensor.empty() : tensor<8xf32>\n"
+    )
+    ws = _piecewise(monkeypatch, text)
+    assert "%1 = tensor.empty() : tensor<8xf32>" in ws.program.text
+    erase_first = _Apply(lambda root: root.regions[0].blocks[0].operations[1].erase())
+    made = ws.materialize(erase_first, [Edit("x")])
+    assert not isinstance(made, Rejected)
+    assert "%0 = tensor.empty() : tensor<8xf32>" in made.text  # as a whole print numbers it
+
+
+def test_unverified_candidates_print_whole_as_an_invalid_module_would(monkeypatch):
+    """With --no-verify an invalid candidate prints whole in the generic form; pieces of
+    it in the custom form would be another text for the same candidate."""
+    from programs import CALL_CHAIN
+
+    import reducer.core.workspace as module
+    from reducer.core import ir as irutil
+
+    monkeypatch.setattr(module, "PIECEWISE_BYTES", 0)
+    ws = module.MLIRWorkspace(CALL_CHAIN, irutil.PrintOptions(), verify=False)
+    drop_leaf = _Apply(lambda root: root.regions[0].blocks[0].operations[1].erase())  # its callers stay
+    made = ws.materialize(drop_leaf, [Edit("x")])
+    assert not isinstance(made, Rejected)
+    assert made.text.startswith('"builtin.module"()')  # the generic form of an invalid module

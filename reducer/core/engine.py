@@ -554,12 +554,24 @@ class Engine:
         st.judged += 1
         trial.read = True
         if not trial.verdict:
+            self._drop_ir(trial)
             self._failures += 1
             self._failed.add(hash(trial.identity))
             chunk = frozenset(trial.lineage[trial.offset : trial.offset + trial.chunk])
             for member in chunk:
                 self._failed_lineage[member].append(chunk)
         return trial.verdict
+
+    def _drop_ir(self, trial: _Trial) -> None:
+        """A candidate that failed is never committed: let go of the IR it carries (a whole
+        module, kept for a fork or a commit), here and where it is memoised."""
+        candidate = trial.candidate
+        if candidate is None or candidate.module is None or trial.ws is None:
+            return
+        trial.candidate = attrs.evolve(candidate, module=None)
+        made = (self._program_key(trial.ws), trial.strategy.name, tuple(trial.chunk_edits), trial.grow)
+        if self._made.get(made) is candidate:
+            self._made[made] = trial.candidate
 
     def _materialise(self, trial: _Trial, ws: Workspace) -> None:
         if trial.materialised:
@@ -629,7 +641,8 @@ class Engine:
 
     def _forget_other_programs(self) -> None:
         """After a commit, drop what was made on programs other than the current one: on a
-        megabyte input every memoised candidate holds a megabyte of text."""
+        megabyte input every memoised candidate holds a megabyte of text (and, until it
+        fails, the module it was printed from)."""
         current = self._program_key(self.ws)
         self._made = {k: v for k, v in self._made.items() if k[0] == current}
         self._program_keys = {k: v for k, v in self._program_keys.items() if v[1] == current}

@@ -188,6 +188,8 @@ class _TopLevel:
         attributes = _attributes(root)
         if len(ops) != len(cut[1]) or attributes is None:
             return None
+        if any(len(op.results) for op in ops):  # `%0 = ...` is numbered module-wide
+            return None
         return _TopLevel(
             cut[0],
             attributes,
@@ -379,7 +381,8 @@ class MLIRWorkspace(Workspace):
             root = result
         if self.verify:
             irutil.verify(root)
-        top = self.program.analysis(_TopLevel.of) if keep is None else None
+        # Unverified, an invalid module prints whole in generic form, which pieces would not.
+        top = self.program.analysis(_TopLevel.of) if keep is None and self.verify else None
         built = top.piecewise(root, self.options, self.verify) if top is not None else None
         if built is not None:
             text, ops = built
