@@ -154,6 +154,20 @@ def _piecewise(monkeypatch, text: str):
     return workspace(text)
 
 
+class _Apply:
+    """A one-off rewrite as a strategy: `apply(program, edits)` runs `rewrite` on a clone."""
+
+    name = "one-off"
+
+    def __init__(self, rewrite) -> None:  # type: ignore[no-untyped-def]
+        self.rewrite = rewrite
+
+    def apply(self, program, edits):  # type: ignore[no-untyped-def]
+        root = program.clone()
+        self.rewrite(root)
+        return root
+
+
 def test_a_candidate_is_printed_one_changed_top_level_op_at_a_time(monkeypatch):
     """Issue 13: printing a megabyte candidate whole for each subset was most of the
     engine's time; the top-level ops it did not change keep their text and op count.
@@ -221,17 +235,12 @@ def test_an_op_that_would_need_an_alias_makes_the_whole_module_print(monkeypatch
     )
     ws = _piecewise(monkeypatch, text)
 
-    class AddMap:
-        name = "add-map"
-
-        def apply(self, program, edits):
-            root = program.clone()
-            func = root.regions[0].blocks[0].operations[1]
-            func.attributes["my.map"] = ir.Attribute.parse("affine_map<(d0) -> (d0)>")
-            return root
+    def add_map(root):  # type: ignore[no-untyped-def]
+        func = root.regions[0].blocks[0].operations[1]
+        func.attributes["my.map"] = ir.Attribute.parse("affine_map<(d0) -> (d0)>")
 
     with ws.scope():
-        candidate = ws.materialize(AddMap(), [], grow=True)
+        candidate = ws.materialize(_Apply(add_map), [], grow=True)
     assert candidate.text.startswith("#map = affine_map")
     assert candidate.text == irutil.to_text(irutil.parse(candidate.text, ws.ctx).operation, ws.options)
 
@@ -304,20 +313,15 @@ def test_a_function_whose_body_changed_too_is_printed_whole(monkeypatch):
 
     ws = _piecewise(monkeypatch, CALL_CHAIN)
 
-    class PublicAndFast:
-        name = "public-and-fast"
-
-        def apply(self, program, edits):
-            root = program.clone()
-            leaf = root.regions[0].blocks[0].operations[1]
-            del leaf.attributes["sym_visibility"]
-            exp = leaf.regions[0].blocks[0].operations[0]
-            exp.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<fast>")
-            return root
+    def public_and_fast(root):  # type: ignore[no-untyped-def]
+        leaf = root.regions[0].blocks[0].operations[1]
+        del leaf.attributes["sym_visibility"]
+        exp = leaf.regions[0].blocks[0].operations[0]
+        exp.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<fast>")
 
     with ws.scope():
-        candidate = ws.materialize(PublicAndFast(), [], grow=True)
-        root = PublicAndFast().apply(ws.program, [])
+        candidate = ws.materialize(_Apply(public_and_fast), [], grow=True)
+        root = _Apply(public_and_fast).apply(ws.program, [])
     assert "fastmath<fast>" in candidate.text and candidate.text == irutil.to_text(root, ws.options)
 
 
@@ -372,20 +376,6 @@ def test_the_caches_by_body_text_are_bounded_by_the_text_they_keep():
     assert len(cache) == 2 and cache.chars == 10
     cache.put(("func.func", "k"), 3)
     assert list(cache.values()) == [3] and cache.chars == 1
-
-
-class _Apply:
-    """A one-off rewrite as a strategy: `apply(program, edits)` runs `rewrite` on a clone."""
-
-    name = "one-off"
-
-    def __init__(self, rewrite) -> None:  # type: ignore[no-untyped-def]
-        self.rewrite = rewrite
-
-    def apply(self, program, edits):  # type: ignore[no-untyped-def]
-        root = program.clone()
-        self.rewrite(root)
-        return root
 
 
 def test_top_level_ops_with_results_print_whole(monkeypatch):
