@@ -244,3 +244,25 @@ def test_a_candidate_that_failed_lets_go_of_its_ir(tmp_path: Path):
         engine.run()
         assert failed and all(c.module is None for c in failed)
         assert all(c.module is None for c in engine._made.values() if c in failed)
+
+
+def test_a_commit_stops_the_rechecks_of_a_program_it_left(tmp_path: Path):
+    """Re-checks start on a program that is likely final; when a later trial commits a
+    smaller one, they can no longer be needed and must free their workers."""
+    check = 'if grep -q "^x$" "$1" && grep -q "^y$" "$1"; then sleep 2; exit 0; fi; sleep 1; exit 1'
+    script = make_script(tmp_path / "check.sh", check)
+    started: list[tuple[str, concurrent.futures.Future[Verdict]]] = []
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 4) as ex:
+        ws = TextWorkspace("a\nx\ny\nb\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+        start = engine._start_confirming
+
+        def recording(branch):  # type: ignore[no-untyped-def]
+            start(branch)
+            started.append((branch.ws.program.text, engine._confirming[engine._program_key(branch.ws)][-1]))
+
+        engine._start_confirming = recording  # type: ignore[method-assign]
+        engine.run()
+        left = [f for text, f in started if text != ws.program.text]
+        assert ws.program.text == "x\ny\n" and left
+        assert all(f.cancelled() for f in left)

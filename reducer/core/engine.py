@@ -755,15 +755,16 @@ class Engine:
         outside = set(trial.lineage).difference(chunk)  # the edits left outside the chunk
         return any(f.isdisjoint(outside) for f in failed.values())
 
-    def _needed(self, branch: _Branch) -> tuple[set[bytes], set[bytes]]:
-        """The keys of the checks a branch's program may still need, and of the programs
-        (it and those its pending trials would commit) that may be the final one."""
+    @staticmethod
+    def _needed(branch: _Branch) -> tuple[set[bytes], list[Workspace]]:
+        """The keys of the checks a branch's program may still need, and the programs (it
+        and those its pending trials would commit) that may be the final one."""
         keys: set[bytes] = set()
-        programs: set[bytes] = set()
+        programs: list[Workspace] = []
         todo = [branch]
         while todo:
             b = todo.pop()
-            programs.add(self._program_key(b.ws))
+            programs.append(b.ws)
             for t in b.trials:
                 if t.key is not None:
                     keys.add(t.key)
@@ -798,11 +799,13 @@ class Engine:
     def _cancel(self, branch: _Branch | None = None) -> None:
         """Stop the checks no decision can read any more (with no branch: none but the
         current program's re-checks), and free their workers."""
-        keys, programs = self._needed(branch) if branch is not None else (set(), set())
+        keys, programs = self._needed(branch) if branch is not None else (set(), [])
         for k in [k for k in self._inflight if k not in keys]:
             self.executor.cancel(self._inflight.pop(k))
-        if not self._moving:  # a move is mostly undone: the program before it may be final
-            self._stop_confirming(keep=programs | {self._program_key(self.ws)})
+        # A move is mostly undone: the program before it may be final. Programs are hashed
+        # only when re-checks are running (a megabyte each, for every branch ahead).
+        if self._confirming and not self._moving:
+            self._stop_confirming(keep={self._program_key(ws) for ws in [self.ws, *programs]})
         self.stats.running = len(self._inflight)
 
     def _check_stop(self) -> None:
