@@ -26,6 +26,7 @@ import attrs
 from reducer.core import ir as irutil
 from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
+from reducer.core.early import EarlyExecutor, provably_same
 from reducer.core.engine import DEFAULT_MOVE_BUDGET, Engine, RunStats
 from reducer.core.executor import Executor, LocalExecutor
 from reducer.core.oracle import KILL_GRACE, Oracle, RepeatOracle, ScriptOracle, Verdict, run_scope
@@ -460,16 +461,93 @@ class _Reprinted:
         except concurrent.futures.TimeoutError:
             self.executor.cancel(future)
             return None
-        if self.oracle == judge:
-            return verdict
-        within = judge.timeout is None or verdict.seconds <= judge.timeout
-        one_run = not isinstance(judge, RepeatOracle)
-        return verdict if one_run and within and not verdict.timed_out else None
+        return verdict if provably_same(self.oracle, verdict, judge) else None
 
     def cancel(self) -> None:
         if self.future is not None:
             self.executor.cancel(self.future)
             self.future = None
+
+
+@attrs.define
+class _Primed:
+    """An engine whose first checks started while the original was checked (see
+    `Engine.prime`), on the parse `_Reprinted` made; the run takes it over if it starts
+    from that very program (`_take_over`), else its checks are cancelled."""
+
+    engine: Engine
+    executor: EarlyExecutor
+    program: str  # the text the engine was primed on
+
+    def matches(self, ws: Workspace) -> bool:
+        return ws is self.engine.ws and ws.program.text == self.program
+
+
+def _prime(
+    settings: Settings,
+    early: _Reprinted,
+    available: dict[str, type[Strategy]],
+    inner: Executor,
+    on_event: Callable[[str, dict[str, object]], None],
+) -> _Primed | None:
+    """Start the engine's first checks on the workers the original's two checks and the
+    re-print's leave idle. Only for a check script with no triage ahead (which would check
+    programs of its own, and may change the start) and no --max-checks (which the checks
+    would count against before the run knows it starts here)."""
+    room = inner.workers - 2 - (early.future is not None)
+    ws = early.workspace
+    base = early.oracle.inner if isinstance(early.oracle, RepeatOracle) else early.oracle
+    if room < 1 or not isinstance(ws, MLIRWorkspace) or not isinstance(base, ScriptOracle):
+        return None
+    if settings.max_checks is not None:
+        return None
+    primer = EarlyExecutor(inner, early.oracle)
+    strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies, available)
+    engine = _engine(settings, ws, strategies, primer, early.oracle, inner, on_event)
+    engine.prime(room)
+    return _Primed(engine, primer, ws.program.text)
+
+
+def _engine(
+    settings: Settings,
+    ws: Workspace,
+    strategies: Sequence[Strategy],
+    executor: Executor,
+    judge: Oracle,
+    inner: Executor,
+    on_event: Callable[[str, dict[str, object]], None],
+    on_improve: Callable[[Candidate], None] = lambda candidate: None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> Engine:
+    return Engine(
+        ws,
+        strategies,
+        executor,
+        on_improve,
+        move_budget=settings.move_budget,
+        oracle=judge,
+        on_event=on_event,
+        should_stop=should_stop,
+        # The final re-checks may start while the last round is judged, on the inner
+        # executor (the journal would answer them), unless they time the compiler.
+        confirm=0 if judge.measures_time else FINAL_CONFIRM,
+        confirm_on=inner,
+    )
+
+
+def _take_over(
+    primed: _Primed,
+    executor: JournaledExecutor,
+    judge: Oracle,
+    on_improve: Callable[[Candidate], None],
+    should_stop: Callable[[], str | None],
+) -> Engine:
+    """The primed engine, now checking with the calibrated oracle through the journal; its
+    early checks' verdicts count only where the calibrated oracle would give them too."""
+    engine = primed.engine
+    primed.executor.adopt(executor, judge)
+    engine.oracle, engine.on_improve, engine.should_stop = judge, on_improve, should_stop
+    return engine
 
 
 def _choose_workspace(
@@ -758,14 +836,14 @@ def _check_original(
     basename: str,
     guard: _Guard,
     executor: Executor,
-    meanwhile: Callable[[], object] = lambda: None,
+    meanwhile: Callable[[_Reprinted | None], object] = lambda early: None,
     reprint_early: bool = True,
 ) -> tuple[Oracle, Verdict, float, str | None, _Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
-    disagrees with itself is flaky. While they run, call `meanwhile`, and (if
-    `reprint_early`, with three workers or more) parse the original and check its
-    re-printed form where that check does not depend on these verdicts (see
-    `_Reprinted`); neither happens while an oracle measures time."""
+    disagrees with itself is flaky. While they run, (if `reprint_early`, with three
+    workers or more) parse the original and check its re-printed form where that check
+    does not depend on these verdicts (see `_Reprinted`), and call `meanwhile` with it;
+    neither happens while an oracle measures time."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
@@ -784,7 +862,7 @@ def _check_original(
         if ahead:
             judge = RepeatOracle(first, settings.repeat) if settings.repeat > 1 else first
             early.append(_Reprinted(text, settings.verify, judge, executor))
-        meanwhile()
+        meanwhile(early[0] if early else None)
 
     try:
         oracle, verdict, timeout, flaky = _judge_original(
@@ -964,21 +1042,29 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
 
     early: _Reprinted | None = None  # the re-printed original's check, if it ran alongside
     loaded: list[dict[str, type[Strategy]]] = []  # the registry, if loaded meanwhile
+    primed: list[_Primed] = []  # the engine, if its first checks started meanwhile
     if resumed is not None:
         begin = resumed
         notes.extend(begin.findings.notes)
         flaky_start = None
     else:
         monitor.phase("checking the original")
+
         # Loading the strategies (the MLIR bindings, networkx: about a second) while the
-        # original's checks run takes it off the way to the engine's first check.
+        # original's checks run takes it off the way to the engine's first check, and
+        # idle workers may start that check and the next ones already.
+        def meanwhile(reprinted: _Reprinted | None) -> None:
+            loaded.append(registry())
+            found = _prime(settings, reprinted, loaded[0], inner, monitor.engine_event) if reprinted else None
+            primed.extend([found] if found is not None else [])
+
         oracle, verdict, timeout, flaky_start, early = _check_original(
             settings,
             text,
             basename,
             guard,
             inner,
-            meanwhile=lambda: loaded.append(registry()),
+            meanwhile=meanwhile,
             # A smaller result already in the output may be where the run starts instead.
             reprint_early=settings.fresh or not os.path.exists(output),
         )
@@ -1087,20 +1173,18 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             monitor.improve(candidate)
 
         limits_ = limits.Limits(start, settings.max_time, settings.max_checks)
-        engine = Engine(
-            ws,
-            strategies,
-            executor,
-            improved,
-            move_budget=settings.move_budget,
-            oracle=judge,
-            on_event=monitor.engine_event,
-            should_stop=lambda: limits_.reason(engine.stats.oracle_calls),
-            # The final re-checks may start while the last round is judged, on the inner
-            # executor (the journal would answer them), unless they time the compiler.
-            confirm=0 if judge.measures_time else FINAL_CONFIRM,
-            confirm_on=inner,
-        )
+
+        def should_stop() -> str | None:
+            return limits_.reason(engine.stats.oracle_calls)
+
+        if primed and primed[0].matches(ws):
+            engine = _take_over(primed[0], executor, judge, improved, should_stop)
+        else:
+            if primed:
+                primed[0].executor.discard()  # the run starts from another program
+            engine = _engine(
+                settings, ws, strategies, executor, judge, inner, monitor.engine_event, improved, should_stop
+            )
         engine.stats.original = ws.size  # as reduction started
         monitor.start(input_size, ws.size, ws.mode, settings.workers(), timeout, ws.program.text)
 
@@ -1123,6 +1207,8 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         try:
             with monitor.watching(engine):
                 stats = engine.run()
+            if isinstance(engine.executor, EarlyExecutor):  # early checks whose verdicts were not kept ran twice
+                stats.oracle_calls += engine.executor.redone
         except (KeyboardInterrupt, *limits.STOPPED) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of exception types
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
             if isinstance(exc, limits.STOPPED):

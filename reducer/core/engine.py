@@ -236,12 +236,13 @@ class Engine:
         self._next_lineage = 0
         self._started = time.monotonic()
         #: The executor's counters when the engine started: checks it ran before (the
-        #: original's, the workflows') are not the engine's.
+        #: original's, the workflows') are not the engine's. Both are set again by run().
         self._executor_before = attrs.evolve(executor.stats)
 
     # -- the outer loop --------------------------------------------------------------
     def run(self) -> RunStats:
         """Reduce to a fixpoint, then try moves that may unlock more."""
+        self._started, self._executor_before = time.monotonic(), attrs.evolve(self.executor.stats)
         try:
             self._fixpoint()
             self._explore_moves()
@@ -252,6 +253,17 @@ class Engine:
             self._cancel()
             self._account()
         return self.stats
+
+    def prime(self, room: int) -> None:
+        """Start the checks the first round is likeliest to need, on up to `room` workers,
+        before run(): the caller may still be checking the original, and the workers it
+        leaves idle would wait for nothing. Nothing is read, decided or re-checked here;
+        run() finds these checks in flight (by text) and does not start them again."""
+        confirm, self.confirm = self.confirm, 0
+        try:
+            self._speculate(_Branch(self.ws, self._plan(self.ws, self._ordered(), 0), 1.0), room)
+        finally:
+            self.confirm = confirm
 
     def confirmations(self, data: bytes) -> list[concurrent.futures.Future[Verdict]]:
         """The re-checks of data already started (in order); the others are cancelled.
@@ -659,11 +671,13 @@ class Engine:
         if trial.verdict is None and trial.key is not None:
             trial.verdict = self.cache.get(trial.key)
 
-    def _speculate(self, main: _Branch) -> None:
-        """Fill idle workers with the candidates most likely to be needed next."""
+    def _speculate(self, main: _Branch, room: int | None = None) -> None:
+        """Fill idle workers (`room` of them, default all) with the candidates most likely
+        to be needed next."""
         budget = AHEAD_PER_WORKER * self.executor.workers
         until = time.monotonic() + SPECULATION_SLICE
-        while self._busy() < self.executor.workers and budget > 0 and time.monotonic() < until:
+        room = self.executor.workers if room is None else room
+        while self._busy() < room and budget > 0 and time.monotonic() < until:
             best = self._most_likely(main)
             if best is None:
                 return
