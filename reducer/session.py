@@ -1222,7 +1222,8 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         # programs of their own, which would queue behind them, and may change the text
         # or the oracle they are of.
         early_rechecks = engine.confirmations(final_text.encode())
-        if ws.mode == "text" or settings.reduce_flags or settings.for_upstream:
+        flags_reduced = settings.reduce_flags and oracle is not None and bool(oracle.commands)
+        if ws.mode == "text" or flags_reduced or settings.for_upstream:
             for future in early_rechecks:
                 inner.cancel(future)
             early_rechecks = []
@@ -1237,7 +1238,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
             guard.restore_output()  # the workers are stopped now: a check still running may have written it again
         raise
     try:
-        if settings.reduce_flags and oracle is not None and oracle.commands:
+        if flags_reduced:
             flags = reduce_flags(oracle, final_text.encode(), inner)
             stats.oracle_calls += flags.checks
             oracle = flags.oracle
