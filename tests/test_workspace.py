@@ -407,3 +407,92 @@ def test_unverified_candidates_print_whole_as_an_invalid_module_would(monkeypatc
     made = ws.materialize(drop_leaf, [Edit("x")])
     assert not isinstance(made, Rejected)
     assert made.text.startswith('"builtin.module"()')  # the generic form of an invalid module
+
+
+def _functions_with_bodies(root) -> list[str]:  # type: ignore[no-untyped-def]
+    return [
+        str(op.attributes["sym_name"]).strip('"')
+        for op in root.regions[0].blocks[0].operations
+        if op.operation.name == "func.func" and len(op.regions[0].blocks)
+    ]
+
+
+def test_a_big_candidate_verifies_only_the_functions_it_changed(monkeypatch):
+    """Issue 13: verifying the whole megabyte module was the largest cost left per
+    candidate. The program verified; a candidate that changed only @mid's body verifies
+    @mid (the other functions stand as declarations of their types while it does) and
+    comes out as printing the whole module gives."""
+    from programs import CALL_CHAIN
+
+    from reducer.core import ir as irutil
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+
+    def fast_mid(root):  # type: ignore[no-untyped-def]
+        mid = root.regions[0].blocks[0].operations[2]
+        add = mid.regions[0].blocks[0].operations[2]
+        add.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<fast>")
+
+    verified: list[list[str]] = []
+    real = irutil.verify
+    monkeypatch.setattr(irutil, "verify", lambda op: verified.append(_functions_with_bodies(op)) or real(op))
+    with ws.scope():
+        candidate = ws.materialize(_Apply(fast_mid), [], grow=True)
+        root = _Apply(fast_mid).apply(ws.program, [])
+    assert verified == [["mid"]]
+    assert not isinstance(candidate, Rejected) and "fastmath<fast>" in candidate.text
+    assert candidate.text == irutil.to_text(root, ws.options)
+    assert irutil.to_text(candidate.module, ws.options) == candidate.text  # the IR is whole again
+
+
+def test_a_callee_whose_type_changed_is_checked_against_its_unchanged_callers(monkeypatch):
+    """@leaf's new type no longer fits @mid's call: @mid did not change, but its call's
+    check (the module's symbol-use verification) must run again, and reject it."""
+    from programs import CALL_CHAIN
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+
+    def retype_leaf(root):  # type: ignore[no-untyped-def]
+        leaf = root.regions[0].blocks[0].operations[1]
+        t = ir.RankedTensorType.parse("tensor<4xf32>")
+        ir.Operation.create(
+            "func.func",
+            attributes={
+                "sym_name": ir.StringAttr.get("leaf"),
+                "function_type": ir.TypeAttr.get(ir.FunctionType.get([t, t], [t])),
+                "sym_visibility": ir.StringAttr.get("private"),
+            },
+            regions=1,
+            ip=ir.InsertionPoint(leaf),
+        )
+        leaf.erase()
+
+    with ws.scope():
+        made = ws.materialize(_Apply(retype_leaf), [])
+    assert isinstance(made, Rejected) and made.reason == "invalid" and "operand" in made.detail, made
+
+
+def test_a_function_deleted_under_its_unchanged_caller_is_rejected(monkeypatch):
+    from programs import CALL_CHAIN
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+    drop_leaf = _Apply(lambda root: root.regions[0].blocks[0].operations[1].erase())  # @mid still calls it
+    with ws.scope():
+        made = ws.materialize(drop_leaf, [])
+    assert isinstance(made, Rejected) and made.reason == "invalid" and "leaf" in made.detail, made
+
+
+def test_a_changed_function_that_does_not_verify_is_rejected(monkeypatch):
+    from programs import CALL_CHAIN
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+
+    def break_main(root):  # type: ignore[no-untyped-def]
+        main = root.regions[0].blocks[0].operations[3]
+        ret = list(main.regions[0].blocks[0].operations)[-1].operation
+        ir.Operation.create("func.return", ip=ir.InsertionPoint(ret))
+        ret.erase()
+
+    with ws.scope():
+        made = ws.materialize(_Apply(break_main), [])
+    assert isinstance(made, Rejected) and made.reason == "invalid", made

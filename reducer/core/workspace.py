@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,6 +174,7 @@ class _TopLevel:
     texts: list[str]
     counts: list[int]
     by_name: dict[str, int]  # symbol name -> position
+    lazy: dict[str, Any] = attrs.field(factory=dict, eq=False)  # what only some candidates need
 
     @staticmethod
     def of(program: MLIRProgram) -> _TopLevel | None:
@@ -199,38 +201,107 @@ class _TopLevel:
             {name: i for i, name in enumerate(map(_symbol, ops)) if name is not None},
         )
 
-    def piecewise(self, root: object, options: irutil.PrintOptions, verified: bool) -> tuple[str, int] | None:
-        """root's canonical text and op count, printing and counting only the top-level
-        ops that differ from the program's (a split-functions candidate on a megabyte
-        module keeps most of them as they were); None when that cannot be done exactly."""
+    def match(self, root: object) -> list[_Match] | None:
+        """root's top-level ops, each with the program's op it stands for and whether it
+        is that op unchanged; None when root's module differs in shape or attributes."""
         if len(root.regions) != 1 or len(root.regions[0].blocks) != 1:  # type: ignore[attr-defined]
             return None
         attributes = _attributes(root)
         if attributes is None or attributes != self.attributes:
             return None
-        texts: list[str] = []
-        count = 0
+        matches: list[_Match] = []
         after = 0  # where an op without a name is looked for
         for op in root.regions[0].blocks[0].operations:  # type: ignore[attr-defined]
             op = op.operation
             name = _symbol(op)
             i = self.by_name.get(name, -1) if name is not None else after
-            if 0 <= i < len(self.ops) and irutil.same_ir(op, self.ops[i]):
-                texts.append(self.texts[i])
-                count += self.counts[i]
+            same = 0 <= i < len(self.ops) and irutil.same_ir(op, self.ops[i])
+            if same:
                 after = i + 1
+            matches.append(_Match(op, name, i if 0 <= i < len(self.ops) else -1, same))
+        return matches
+
+    def piecewise(
+        self, root: object, options: irutil.PrintOptions, verified: bool, matches: list[_Match] | None = None
+    ) -> tuple[str, int] | None:
+        """root's canonical text and op count, printing and counting only the top-level
+        ops that differ from the program's (a split-functions candidate on a megabyte
+        module keeps most of them as they were); None when that cannot be done exactly."""
+        if matches is None:
+            matches = self.match(root)
+        if matches is None:
+            return None
+        texts: list[str] = []
+        count = 0
+        for m in matches:
+            if m.same:
+                texts.append(self.texts[m.index])
+                count += self.counts[m.index]
                 continue
-            restyled = self._restyled(op, i, verified) if 0 <= i < len(self.ops) else None
+            restyled = self._restyled(m.op, m.index, verified) if m.index >= 0 else None
             if restyled is not None:  # e.g. made public: only its first line is printed again
                 texts.append(restyled)
-                count += self.counts[i]
+                count += self.counts[m.index]
                 continue
-            text = irutil.op_text(op, options, verified)
+            text = irutil.op_text(m.op, options, verified)
             if text is None:
                 return None
             texts.append(text)
-            count += _count(op, text)  # kept: if this candidate is committed, its program has it
+            count += _count(m.op, text)  # kept: if this candidate is committed, its program has it
         return irutil.join_module(self.head, texts), count
+
+    def verify_changes(self, root: object, matches: list[_Match]) -> bool:
+        """Verify root as far as it differs from the (verified) program; False when that
+        cannot be told apart, and root must be verified whole. Issue 13: verifying the
+        whole candidate was the largest cost left per candidate on a megabyte module.
+
+        An unchanged top-level op verified in the program, and its own verifier sees
+        only itself; what it can learn anew is through the symbols it uses (a call's
+        types against its callee, in the module's symbol-table check). So the changed
+        ops, and the unchanged ones that use a symbol that went or whose function type
+        changed, are verified in the module with every other function swapped for a
+        declaration of its type (other symbols stay whole): that runs their own verifiers
+        and their symbol-use checks. Should that fail, the whole candidate is verified
+        for the verdict, so this never rejects a valid one."""
+        names = [m.name for m in matches if m.name is not None]
+        if len(set(names)) != len(names):  # the module's symbol table rejects it: say why in full
+            return False
+        changed = [m for m in matches if not m.same]
+        present = set(names)
+        stale = {n for n in self.by_name if n not in present}  # symbols that went
+        for m in changed:
+            if m.name is None or m.name in stale:
+                continue
+            old = self.ops[m.index] if m.index >= 0 else None
+            if old is None or _symbol(old) != m.name or not _same_interface(m.op, old):
+                stale.add(m.name)
+        users = self.users()
+        if users is None:
+            return False
+        affected = {i for name in stale for i in users.get(name, ())}
+        check = [m for m in matches if not m.same or m.index in affected]
+        if not check:
+            return True
+        try:
+            _verify_swapped(root, matches, check)
+        except irutil.VerifyError:
+            irutil.verify(root)  # the verdict and its message are the whole module's
+        return True
+
+    def users(self) -> dict[str, list[int]] | None:
+        """Symbol name (as `_symbol` spells it) -> positions of the top-level ops whose
+        text refers to it, once per program; None when a name is spelled with escapes."""
+        if "users" not in self.lazy:
+            found: dict[str, list[int]] | None = {}
+            for i, text in enumerate(self.texts):
+                refs = _SYMBOL_REF.findall(text)
+                if any("\\" in r for r in refs):
+                    found = None
+                    break
+                for ref in set(refs):
+                    found.setdefault(ref if ref.startswith('"') else f'"{ref}"', []).append(i)
+            self.lazy["users"] = found
+        return self.lazy["users"]
 
     def _restyled(self, op: Any, i: int, verified: bool) -> str | None:
         """op's text when it is a function that differs from the program's op i only in
@@ -255,6 +326,60 @@ class _TopLevel:
         if head is None or first != f"  {irutil.op_header(old, verified)}":
             return None
         return f"  {head}\n{body}"
+
+
+@attrs.frozen
+class _Match:
+    """A candidate's top-level op and the program's op it stands for."""
+
+    op: Any
+    name: str | None  # its symbol name
+    index: int  # the program's op of that name (or, unnamed, the next one in order); -1: none
+    same: bool  # structurally equal to it: verified, printed and counted in the program
+
+
+#: A symbol reference as printed: `@name` or `@"name"` (group 1, without the `@`).
+_SYMBOL_REF = re.compile(r'@([A-Za-z_][\w$.]*|"(?:[^"\\\n]|\\.)*")')
+
+
+def _same_interface(op: Any, old: Any) -> bool:
+    """Whether the symbol-use checks of op's users give what they gave against old: a
+    function's callers check its type only (func.call, func.constant). Any other kind
+    of symbol may be looked into (an executable's entry points): assume it changed."""
+    return (
+        op.name == old.name == "func.func"
+        and "function_type" in op.attributes
+        and op.attributes["function_type"] == old.attributes["function_type"]
+    )
+
+
+def _verify_swapped(root: Any, matches: list[_Match], check: list[_Match]) -> None:
+    """Verify root with every function outside check taken out for the time being and a
+    private declaration of its type in its place (what its callers' checks look up);
+    then put back where it was. Moving an op out and in is a pointer swap, where a copy
+    of the changed ops costs as much as verifying them."""
+    from iree.compiler import ir
+
+    checked = {id(m) for m in check}
+    swapped: list[tuple[Any, Any]] = []
+    with root.context, ir.Location.unknown(root.context):
+        private = ir.StringAttr.get("private")
+        try:
+            for m in matches:
+                op = m.op
+                if id(m) in checked or m.name is None or op.name != "func.func" or not len(op.regions[0].blocks):
+                    continue  # checked, not a symbol, another kind of symbol, or a declaration already
+                attributes = {"sym_name": op.attributes["sym_name"], "function_type": op.attributes["function_type"]}
+                declaration = ir.Operation.create(
+                    "func.func", attributes={**attributes, "sym_visibility": private}, regions=1, ip=ir.InsertionPoint(op)
+                )
+                op.detach_from_parent()
+                swapped.append((declaration, op))
+            irutil.verify(root)
+        finally:
+            for declaration, op in swapped:
+                ir.InsertionPoint(declaration).insert(op)
+                declaration.erase()
 
 
 #: Ops inside a top-level op, by `irutil.body_key`: a commit keeps most of them (or
@@ -379,11 +504,15 @@ class MLIRWorkspace(Workspace):
             root = keep.operation
         else:
             root = result
-        if self.verify:
-            irutil.verify(root)
         # Unverified, an invalid module prints whole in generic form, which pieces would not.
         top = self.program.analysis(_TopLevel.of) if keep is None and self.verify else None
-        built = top.piecewise(root, self.options, self.verify) if top is not None else None
+        matches = top.match(root) if top is not None else None
+        partly = matches is not None and top.verify_changes(root, matches)  # type: ignore[union-attr]
+        if self.verify and not partly:
+            irutil.verify(root)
+        built = top.piecewise(root, self.options, self.verify, matches) if matches is not None else None
+        if built is None and partly:
+            irutil.verify(root)  # printed whole below, as verified
         if built is not None:
             text, ops = built
         else:
