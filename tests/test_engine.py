@@ -336,6 +336,36 @@ def test_commits_do_not_measure_volumes_that_no_tie_needs(tmp_path: Path, monkey
     assert engine.best is not None and engine.best.size == stats.final
 
 
+def test_the_engine_hashes_each_text_once(tmp_path: Path, monkeypatch):
+    """Issue 13: a megabyte candidate was hashed for its cache key, again for the
+    fingerprint's record, and again as the program of the fork speculation makes of it.
+    The engine now hashes a text once, whatever asks for its key (-j2: forks and all)."""
+    from collections import Counter
+
+    from conftest import workspace
+
+    import reducer.core.engine as engine_module
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle as Oracle
+    from strategies.drop_ops import DropOps
+    from strategies.split_functions import SplitFunctions
+
+    real = engine_module.key
+    hashed: Counter[bytes] = Counter()
+    monkeypatch.setattr(engine_module, "key", lambda data: hashed.update([data]) or real(data))
+    funcs = "\n".join(
+        f"func.func @f{i}(%x: tensor<4xf32>) -> tensor<4xf32> {{\n"
+        f"  %0 = {'math.exp' if i == 3 else 'arith.negf'} %x : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}}"
+        for i in range(6)
+    )
+    script = make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    with LocalExecutor(Oracle(str(script), "in.mlir", 10.0), 2) as ex:
+        ws = workspace(funcs + "\n")
+        stats = engine_module.Engine(ws, [SplitFunctions(), DropOps()], ex, lambda c: None, move_budget=0).run()
+    assert stats.per_strategy["split-functions"].accepts >= 1 and len(hashed) >= 5
+    assert max(hashed.values()) == 1, [n for n in hashed.values() if n > 1]
+
+
 def test_a_known_dull_candidate_is_not_built_again(tmp_path: Path, monkeypatch):
     """Issue 13: keeping one function gives the same text again after an unrelated one
     went; with split-functions' fingerprint the engine answers it from the cache without

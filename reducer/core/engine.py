@@ -32,6 +32,7 @@ import collections
 import concurrent.futures
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -223,6 +224,8 @@ class Engine:
         #: What each (program, strategy, edits) made: speculation and decisions build a candidate once.
         self._made: dict[tuple[bytes, str, tuple[Edit, ...], bool], Candidate | Rejected] = {}
         self._program_keys: dict[int, tuple[Any, bytes]] = {}
+        #: Cache keys of candidates alive (equal candidates share one: same text, same key).
+        self._keys: weakref.WeakKeyDictionary[Candidate, bytes] = weakref.WeakKeyDictionary()
         #: (strategy, fingerprint) -> the key and size of the text it builds (issue 13: skip
         #: rebuilding what the cache already judged); small, unlike `_made`, so kept across programs.
         self._dull: dict[tuple[str, bytes], tuple[bytes, Size]] = {}
@@ -400,6 +403,8 @@ class Engine:
         """The sweep on the program trial commits: a fork of the program it was made on."""
         assert trial.candidate is not None and trial.ws is not None
         ws = trial.ws.fork(trial.candidate)
+        if trial.key is not None:  # its program is the candidate's text, hashed already
+            self._program_keys[id(ws.program)] = (ws.program, trial.key)
         branch = _Branch(ws, iter(()), 0.0, parent=trial)
         # The plan keeps only where the sweep goes on, not the trial: a trial holds its
         # branch, whose plan would hold the trial before it, and so on, back to the
@@ -598,12 +603,12 @@ class Engine:
                 return
             result = self._made[made] = ws.materialize(trial.strategy, trial.chunk_edits, grow=trial.grow)
             if fingerprint is not None and isinstance(result, Candidate):
-                self._dull[fingerprint] = (key(result.data), result.size)
+                self._dull[fingerprint] = (self._key(result), result.size)
         if isinstance(result, Rejected):
             trial.rejection = result.reason
             trial.verdict = False
             return
-        trial.candidate, trial.key = result, key(result.data)
+        trial.candidate, trial.key = result, self._key(result)
         cached = self.cache.get(trial.key)
         if cached is not None:
             st = self.stats.per_strategy[trial.strategy.name]
@@ -658,6 +663,14 @@ class Engine:
         current = self._program_key(self.ws)
         self._made = {k: v for k, v in self._made.items() if k[0] == current}
         self._program_keys = {k: v for k, v in self._program_keys.items() if v[1] == current}
+
+    def _key(self, candidate: Candidate) -> bytes:
+        """candidate's cache key, hashed once per candidate (a megabyte each; a memoised
+        candidate comes back for every sweep that reaches its chunk)."""
+        found = self._keys.get(candidate)
+        if found is None:
+            found = self._keys[candidate] = key(candidate.data)
+        return found
 
     def _program_key(self, ws: Workspace) -> bytes:
         """Which program a workspace holds (forks of the same text share what they made)."""
