@@ -496,3 +496,28 @@ def test_a_changed_function_that_does_not_verify_is_rejected(monkeypatch):
     with ws.scope():
         made = ws.materialize(_Apply(break_main), [])
     assert isinstance(made, Rejected) and made.reason == "invalid", made
+
+
+def test_a_program_is_cut_into_top_level_ops_once(monkeypatch):
+    """The workspace's pieces and the strategies' per-op texts (split-functions'
+    fingerprint, the symbol facts) are the same cut of a megabyte text: made once per
+    program, not once by each (issue 13)."""
+    from programs import CALL_CHAIN
+
+    import strategies._ir.paths as paths
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import _TopLevel
+
+    real = irutil.split_module
+    cuts: list[int] = []
+
+    def counting(text):  # type: ignore[no-untyped-def]
+        cuts.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(irutil, "split_module", counting)
+    monkeypatch.setattr(paths, "split_module", counting)
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+    assert ws.program.analysis(_TopLevel.of) is not None
+    assert paths.top_level_texts(ws.program) is not None
+    assert cuts == [len(ws.program.text)]

@@ -9,7 +9,7 @@ import functools
 import math
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -123,6 +123,13 @@ def split_module(text: str) -> tuple[str, list[str]] | None:
     starts = [0, *(m.end() for m in _TOP_LEVEL_START.finditer(body))]
     ends = [*(s - 1 for s in starts[1:]), len(body) - 1]
     return head, [body[s:e] for s, e in zip(starts, ends)]
+
+
+def module_cut(program: Any) -> tuple[str, list[str]] | None:
+    """`split_module` of a program's text, as an analysis (`program.analysis(module_cut)`):
+    the workspace and the strategies cut the same megabyte once per program. Shared:
+    read it, never change it."""
+    return split_module(program.text)
 
 
 def join_module(head: str, texts: list[str]) -> str:

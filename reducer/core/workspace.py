@@ -182,7 +182,7 @@ class _TopLevel:
         (aliases, resources, a small program)."""
         if len(program.text) < PIECEWISE_BYTES:
             return None
-        cut = irutil.split_module(program.text)
+        cut = program.analysis(irutil.module_cut)  # the strategies' cut too
         root = program.root
         if cut is None or len(root.regions) != 1 or len(root.regions[0].blocks) != 1:
             return None

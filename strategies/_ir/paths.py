@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Set
 
 from iree.compiler import ir
 
-from reducer.core.ir import split_module
+from reducer.core.ir import module_cut, split_module
 from reducer.core.strategy import MLIRProgram
 
 Path = tuple[int, ...]
@@ -132,7 +132,10 @@ def _cut_top_level(program: MLIRProgram) -> tuple[str, list[str]] | None:
     ops = [op.operation for op in root.regions[0].blocks[0].operations]
     text = program.text
     start = 0 if text.startswith("module") else text.find("\nmodule") + 1  # after the aliases
-    plain = split_module(text[start:]) if start or text.startswith("module") else None
+    if start:
+        plain = split_module(text[start:])
+    else:  # the workspace's cut of the same text, made once per program
+        plain = program.analysis(module_cut) if text.startswith("module") else None
     if plain is not None and len(plain[1]) == len(ops):
         # The printer's usual shape (most big modules): the same cut as the loop below
         # makes, at a tenth of its cost (issue 13).
