@@ -521,3 +521,57 @@ def test_a_program_is_cut_into_top_level_ops_once(monkeypatch):
     assert ws.program.analysis(_TopLevel.of) is not None
     assert paths.top_level_texts(ws.program) is not None
     assert cuts == [len(ws.program.text)]
+
+
+def test_partial_verification_agrees_with_whole_on_every_strategy(monkeypatch):
+    """On every built-in IR strategy's candidates (valid ones, and each one broken by
+    deleting a function it still calls or changing a callee's type under its callers),
+    verifying only what changed gives the whole module's verdict, and leaves the
+    candidate's IR as it found it."""
+    from programs import CALL_CHAIN, mlp
+
+    import strategies
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import _TopLevel
+
+    def verdict(check) -> bool:  # type: ignore[no-untyped-def]
+        try:
+            return check() is not False
+        except irutil.VerifyError:
+            return False
+
+    def drop_callee(root):  # type: ignore[no-untyped-def]
+        for op in root.regions[0].blocks[0].operations:
+            text = str(op)
+            if op.operation.name == "func.func" and "private" in text.partition("\n")[0]:
+                op.operation.erase()
+                return
+
+    compared, broken = 0, 0
+    for text in (CALL_CHAIN, mlp(layers=4)):
+        ws = _piecewise(monkeypatch, text)
+        top = ws.program.analysis(_TopLevel.of)
+        for kind in strategies.BUILTIN:
+            strategy = kind()
+            if strategy.name.startswith("text"):
+                continue
+            edits = ws.opportunities(strategy)
+            for chunk in (edits[:1], edits[-1:], edits[: len(edits) // 2]):
+                for breaking in (None, drop_callee):
+                    with ws.scope():
+                        root = strategy.apply(ws.program, chunk) if chunk else None
+                        if root is None or isinstance(root, str):
+                            continue
+                        if breaking is not None:
+                            breaking(root)
+                        matches = top.match(root)
+                        if matches is None:
+                            continue
+                        before = irutil.to_text(root, ws.options, verified=False)
+                        whole = verdict(lambda: irutil.verify(root))
+                        partly = verdict(lambda: top.verify_changes(root, matches) or irutil.verify(root))
+                        assert partly == whole, (strategy.name, chunk, breaking)
+                        assert irutil.to_text(root, ws.options, verified=False) == before
+                        compared += 1
+                        broken += not whole
+    assert compared >= 40 and broken >= 5
