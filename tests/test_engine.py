@@ -338,8 +338,8 @@ def test_commits_do_not_measure_volumes_that_no_tie_needs(tmp_path: Path, monkey
 
 def test_the_engine_hashes_each_text_once(tmp_path: Path, monkeypatch):
     """Issue 13: a megabyte candidate was hashed for its cache key, again for the
-    fingerprint's record, and again as the program of the fork speculation makes of it.
-    The engine now hashes a text once, whatever asks for its key (-j2: forks and all)."""
+    fingerprint's record, again as the program of the fork speculation makes of it, and
+    once more by the journal. A text is now hashed once, whatever asks for its key."""
     from collections import Counter
 
     from conftest import workspace
@@ -350,16 +350,21 @@ def test_the_engine_hashes_each_text_once(tmp_path: Path, monkeypatch):
     from strategies.drop_ops import DropOps
     from strategies.split_functions import SplitFunctions
 
+    import reducer.core.cache as cache_module
+    from reducer.core.cache import JournaledExecutor
+
     real = engine_module.key
     hashed: Counter[bytes] = Counter()
     monkeypatch.setattr(engine_module, "key", lambda data: hashed.update([data]) or real(data))
+    monkeypatch.setattr(cache_module, "key", lambda data: hashed.update([data]) or real(data))
     funcs = "\n".join(
         f"func.func @f{i}(%x: tensor<4xf32>) -> tensor<4xf32> {{\n"
         f"  %0 = {'math.exp' if i == 3 else 'arith.negf'} %x : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}}"
         for i in range(6)
     )
     script = make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
-    with LocalExecutor(Oracle(str(script), "in.mlir", 10.0), 2) as ex:
+    with LocalExecutor(Oracle(str(script), "in.mlir", 10.0), 2) as inner:
+        ex = JournaledExecutor(inner, None)  # the session's executor: it keys verdicts for the journal
         ws = workspace(funcs + "\n")
         stats = engine_module.Engine(ws, [SplitFunctions(), DropOps()], ex, lambda c: None, move_budget=0).run()
     assert stats.per_strategy["split-functions"].accepts >= 1 and len(hashed) >= 5
