@@ -575,3 +575,27 @@ def test_partial_verification_agrees_with_whole_on_every_strategy(monkeypatch):
                         compared += 1
                         broken += not whole
     assert compared >= 40 and broken >= 5
+
+
+def test_a_function_that_cannot_be_swapped_out_means_verifying_whole(monkeypatch):
+    """Should the bindings refuse to take a function out for the time being, the
+    candidate is verified whole instead: a valid one is still a candidate, as printed."""
+    from programs import CALL_CHAIN
+
+    from reducer.core import ir as irutil
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+
+    def refuse(op):  # type: ignore[no-untyped-def]
+        raise RuntimeError("cannot detach")
+
+    def fast_main(root):  # type: ignore[no-untyped-def]
+        negf = root.regions[0].blocks[0].operations[3].regions[0].blocks[0].operations[1]
+        negf.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<fast>")
+
+    monkeypatch.setattr(ir.Operation, "detach_from_parent", refuse)
+    with ws.scope():
+        made = ws.materialize(_Apply(fast_main), [], grow=True)  # @leaf and @mid would stand aside
+        root = _Apply(fast_main).apply(ws.program, [])
+    assert not isinstance(made, Rejected) and "fastmath<fast>" in made.text, made
+    assert made.text == irutil.to_text(root, ws.options)

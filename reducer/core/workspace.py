@@ -286,6 +286,8 @@ class _TopLevel:
             _verify_swapped(root, matches, check)
         except irutil.VerifyError:
             irutil.verify(root)  # the verdict and its message are the whole module's
+        except Exception:  # an op the bindings cannot swap out: verify whole
+            return False
         return True
 
     def users(self) -> dict[str, list[int]] | None:
@@ -373,7 +375,11 @@ def _verify_swapped(root: Any, matches: list[_Match], check: list[_Match]) -> No
                 declaration = ir.Operation.create(
                     "func.func", attributes={**attributes, "sym_visibility": private}, regions=1, ip=ir.InsertionPoint(op)
                 )
-                op.detach_from_parent()
+                try:
+                    op.detach_from_parent()
+                except BaseException:
+                    declaration.erase()
+                    raise
                 swapped.append((declaration, op))
             irutil.verify(root)
         finally:
