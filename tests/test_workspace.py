@@ -599,3 +599,23 @@ def test_a_function_that_cannot_be_swapped_out_means_verifying_whole(monkeypatch
         root = _Apply(fast_main).apply(ws.program, [])
     assert not isinstance(made, Rejected) and "fastmath<fast>" in made.text, made
     assert made.text == irutil.to_text(root, ws.options)
+
+
+def test_a_function_whose_body_changed_is_not_compared_again_as_made_public(monkeypatch):
+    """A caller whose call to a deleted function was rewired keeps its attributes: it
+    cannot be the program's function made public, so it is not compared again for that
+    (issue 13: most changed ops of a split-functions candidate are such callers)."""
+    from programs import CALL_CHAIN
+
+    from reducer.core import ir as irutil
+    from strategies.split_functions import SplitFunctions
+
+    ws = _piecewise(monkeypatch, CALL_CHAIN)
+    s = SplitFunctions()
+    edits = {(e.kind, e.arg): e for e in s.opportunities(ws.program)}
+    compared: list[str] = []
+    real = irutil.same_ir
+    monkeypatch.setattr(irutil, "same_ir", lambda a, b: compared.append(a.name) or real(a, b))
+    candidate = ws.materialize(s, [edits[("delete", "leaf")]])  # @mid's call goes
+    assert not isinstance(candidate, Rejected) and "@leaf" not in candidate.text
+    assert len(compared) == 4  # @g, @mid, @main, @unrelated: once each, to match them

@@ -314,7 +314,7 @@ class _TopLevel:
         if op.name != "func.func" or old.name != "func.func" or not len(op.regions):  # type: ignore[attr-defined]
             return None
         mine, theirs = _attributes(op), _attributes(old)
-        if mine is None or theirs is None:
+        if mine is None or theirs is None or mine == theirs:  # equal: its body differs (a rewired caller)
             return None
         _set_attributes(op, theirs)
         try:
