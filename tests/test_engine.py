@@ -344,14 +344,13 @@ def test_the_engine_hashes_each_text_once(tmp_path: Path, monkeypatch):
 
     from conftest import workspace
 
+    import reducer.core.cache as cache_module
     import reducer.core.engine as engine_module
+    from reducer.core.cache import JournaledExecutor
     from reducer.core.executor import LocalExecutor
     from reducer.core.oracle import ScriptOracle as Oracle
     from strategies.drop_ops import DropOps
     from strategies.split_functions import SplitFunctions
-
-    import reducer.core.cache as cache_module
-    from reducer.core.cache import JournaledExecutor
 
     real = engine_module.key
     hashed: Counter[bytes] = Counter()

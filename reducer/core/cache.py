@@ -122,9 +122,7 @@ class JournaledExecutor(Executor):
     def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
         return self.submit_keyed(data, key(data), oracle)
 
-    def submit_keyed(
-        self, data: bytes, k: bytes, oracle: Oracle | None = None
-    ) -> concurrent.futures.Future[Verdict]:
+    def submit_keyed(self, data: bytes, k: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
         """`submit` when data's key is known already (the engine's cache key): hashing
         each megabyte candidate once more here was a few percent of the engine's time."""
         out: concurrent.futures.Future[Verdict] = concurrent.futures.Future()

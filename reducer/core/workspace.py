@@ -294,16 +294,18 @@ class _TopLevel:
         """Symbol name (as `_symbol` spells it) -> positions of the top-level ops whose
         text refers to it, once per program; None when a name is spelled with escapes."""
         if "users" not in self.lazy:
-            found: dict[str, list[int]] | None = {}
+            found: dict[str, list[int]] = {}
+            escaped = False
             for i, text in enumerate(self.texts):
                 refs = _SYMBOL_REF.findall(text)
-                if any("\\" in r for r in refs):
-                    found = None
+                escaped = any("\\" in r for r in refs)
+                if escaped:
                     break
                 for ref in set(refs):
                     found.setdefault(ref if ref.startswith('"') else f'"{ref}"', []).append(i)
-            self.lazy["users"] = found
-        return self.lazy["users"]
+            self.lazy["users"] = None if escaped else found
+        users: dict[str, list[int]] | None = self.lazy["users"]
+        return users
 
     def _restyled(self, op: Any, i: int, verified: bool) -> str | None:
         """op's text when it is a function that differs from the program's op i only in
@@ -373,7 +375,10 @@ def _verify_swapped(root: Any, matches: list[_Match], check: list[_Match]) -> No
                     continue  # checked, not a symbol, another kind of symbol, or a declaration already
                 attributes = {"sym_name": op.attributes["sym_name"], "function_type": op.attributes["function_type"]}
                 declaration = ir.Operation.create(
-                    "func.func", attributes={**attributes, "sym_visibility": private}, regions=1, ip=ir.InsertionPoint(op)
+                    "func.func",
+                    attributes={**attributes, "sym_visibility": private},
+                    regions=1,
+                    ip=ir.InsertionPoint(op),
                 )
                 try:
                     op.detach_from_parent()
@@ -513,10 +518,12 @@ class MLIRWorkspace(Workspace):
         # Unverified, an invalid module prints whole in generic form, which pieces would not.
         top = self.program.analysis(_TopLevel.of) if keep is None and self.verify else None
         matches = top.match(root) if top is not None else None
-        partly = matches is not None and top.verify_changes(root, matches)  # type: ignore[union-attr]
+        partly = top is not None and matches is not None and top.verify_changes(root, matches)
         if self.verify and not partly:
             irutil.verify(root)
-        built = top.piecewise(root, self.options, self.verify, matches) if matches is not None else None
+        built = None
+        if top is not None and matches is not None:
+            built = top.piecewise(root, self.options, self.verify, matches)
         if built is None and partly:
             irutil.verify(root)  # printed whole below, as verified
         if built is not None:
