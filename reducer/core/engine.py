@@ -519,9 +519,10 @@ class Engine:
         before = self.ws.size_known()  # volumes are measured only where a tie needs them
         if fork is self.ws:
             self.ws.commit(candidate)
-            self._program_keys[id(self.ws.program)] = (self.ws.program, self._key(candidate))  # hashed as a candidate
         else:
             self.ws.adopt(fork)
+        # Hashed as a candidate (the fork's own key may have gone with an earlier commit).
+        self._program_keys[id(self.ws.program)] = (self.ws.program, self._key(candidate))
         st = self.stats.per_strategy[strategy.name]
         st.accepts += 1
         st.bytes_saved += before.bytes - candidate.size.bytes
