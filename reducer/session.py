@@ -480,7 +480,9 @@ class _Primed:
     program: str  # the text the engine was primed on
 
     def matches(self, ws: Workspace) -> bool:
-        return ws is self.engine.ws and ws.program.text == self.program
+        if ws is not self.engine.ws or not isinstance(ws, MLIRWorkspace):
+            return False
+        return ws.options == irutil.PrintOptions() and ws.program.text == self.program
 
 
 def _prime(
@@ -489,11 +491,13 @@ def _prime(
     available: dict[str, type[Strategy]],
     inner: Executor,
     on_event: Callable[[str, dict[str, object]], None],
+    primers: list[EarlyExecutor],
 ) -> _Primed | None:
     """Start the engine's first checks on the workers the original's two checks and the
     re-print's leave idle. Only for a check script with no triage ahead (which would check
     programs of its own, and may change the start) and no --max-checks (which the checks
-    would count against before the run knows it starts here)."""
+    would count against before the run knows it starts here). Its executor goes in
+    `primers`, which the caller closes."""
     room = inner.workers - 2 - (early.future is not None)
     ws = early.workspace
     base = early.oracle.inner if isinstance(early.oracle, RepeatOracle) else early.oracle
@@ -501,8 +505,12 @@ def _prime(
         return None
     if settings.max_checks is not None:
         return None
+    try:
+        strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies, available)
+    except UserError:
+        return None  # told where it always is, after the original's verdict (the same at any -j)
     primer = EarlyExecutor(inner, early.oracle)
-    strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies, available)
+    primers.append(primer)
     engine = _engine(settings, ws, strategies, primer, early.oracle, inner, on_event)
     engine.prime(room)
     return _Primed(engine, primer, ws.program.text)
@@ -1004,16 +1012,29 @@ def _reduce(
     # One executor for every check (the original's, workflows, engine, flags, re-checks,
     # --for-upstream); its workers are forked before any MLIR context exists here.
     inner = make_executor(settings, None, executor_factory)
+    primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
-        result = _reduce_on(settings, raw, output, inner, start, monitor)
+        result = _reduce_on(settings, raw, output, inner, start, monitor, primers)
     except BaseException:
+        for primer in primers:
+            primer.close()
         inner.close(abort=True)
         raise
+    for primer in primers:
+        primer.close()
     inner.close()
     return result
 
 
-def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start: float, monitor: Monitor) -> Result:
+def _reduce_on(
+    settings: Settings,
+    raw: str,
+    output: str,
+    inner: Executor,
+    start: float,
+    monitor: Monitor,
+    primers: list[EarlyExecutor],
+) -> Result:
     guard = _Guard(settings, output)
     notes: list[str] = []
     text = raw
@@ -1055,7 +1076,7 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         # idle workers may start that check and the next ones already.
         def meanwhile(reprinted: _Reprinted | None) -> None:
             loaded.append(registry())
-            found = _prime(settings, reprinted, loaded[0], inner, monitor.engine_event) if reprinted else None
+            found = _prime(settings, reprinted, loaded[0], inner, monitor.engine_event, primers) if reprinted else None
             primed.extend([found] if found is not None else [])
 
         oracle, verdict, timeout, flaky_start, early = _check_original(
@@ -1207,8 +1228,6 @@ def _reduce_on(settings: Settings, raw: str, output: str, inner: Executor, start
         try:
             with monitor.watching(engine):
                 stats = engine.run()
-            if isinstance(engine.executor, EarlyExecutor):  # early checks whose verdicts were not kept ran twice
-                stats.oracle_calls += engine.executor.redone
         except (KeyboardInterrupt, *limits.STOPPED) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of exception types
             engine.stats.final = engine.best.size if engine.best is not None else ws.size
             if isinstance(exc, limits.STOPPED):

@@ -4,16 +4,18 @@ the calibrated check would give them too."""
 
 from __future__ import annotations
 
-import collections
-import hashlib
+import concurrent.futures
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import make_script
 from programs import chain
 
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor, provably_same
+from reducer.core.engine import Engine
 from reducer.core.executor import LocalExecutor
 from reducer.core.oracle import RepeatOracle, ScriptOracle, Verdict
 
@@ -40,27 +42,50 @@ def test_an_early_verdict_the_calibrated_check_would_give_is_kept_and_journaled(
         future = early.submit(b"module {}\n", provisional)
         early.adopt(JournaledExecutor(inner, journal, after=seen.append), provisional.with_timeout(30.0))
         assert future.result(timeout=30).interesting
-        assert (early.kept, early.redone, inner.stats.checks) == (1, 0, 1)
+        assert (early.kept, early.dropped, inner.stats.checks) == (1, 0, 1)
     assert key(b"module {}\n") in journal.verdicts  # a rerun after kill -9 replays it
     assert len(seen) == 1  # the session's check on the user's files saw it
 
 
-def test_an_early_verdict_slower_than_the_calibrated_timeout_is_checked_again(tmp_path: Path):
+@pytest.mark.parametrize("adopted", ["after it ended", "while it runs"])
+def test_an_early_verdict_slower_than_the_calibrated_timeout_is_not_kept(tmp_path: Path, adopted: str):
+    """The caller's future is cancelled, which the engine takes as a check to start again
+    (now with the calibrated oracle). When the check ends after `adopt`, that happens on
+    the pool's own thread, under its lock: it must not call the pool (it deadlocked)."""
     check = make_script(tmp_path / "check.sh", "sleep 0.6; exit 0")
     provisional = ScriptOracle(str(check), "in.mlir", 300.0)
     with LocalExecutor(None, 2) as inner:
         early = EarlyExecutor(inner, provisional)
         future = early.submit(b"module {}\n", provisional)
-        time.sleep(1.0)  # finished, with the provisional oracle's verdict: interesting
+        if adopted == "after it ended":
+            concurrent.futures.wait([early._early[future].current], timeout=30)
         early.adopt(JournaledExecutor(inner, None), provisional.with_timeout(0.3))
-        verdict = future.result(timeout=30)
-    assert verdict.timed_out and not verdict.interesting  # what a check cut off at 0.3 s says
-    assert (early.kept, early.redone, inner.stats.checks) == (0, 1, 2)
+        concurrent.futures.wait([future], timeout=30)
+        assert future.cancelled()
+        assert (early.kept, early.dropped) == (0, 1)
+        again = early.submit(b"module {}\n", provisional.with_timeout(0.3))  # what the engine does next
+        assert again.result(timeout=30).timed_out  # what a check cut off at 0.3 s says
+        early.close()
 
 
-def test_an_early_check_still_running_past_the_calibrated_timeout_is_not_waited_for(tmp_path: Path):
+def test_an_early_check_that_timed_out_on_a_shorter_provisional_limit_is_not_kept(tmp_path: Path):
+    """An original slower than 29.5 s calibrates a timeout above the provisional 300 s: an
+    early check cut off at 300 s proves nothing about the longer limit."""
+    check = make_script(tmp_path / "check.sh", "sleep 30; exit 0")
+    provisional = ScriptOracle(str(check), "in.mlir", 0.3)
+    with LocalExecutor(None, 2) as inner:
+        early = EarlyExecutor(inner, provisional)
+        future = early.submit(b"module {}\n", provisional)
+        early.adopt(JournaledExecutor(inner, None), provisional.with_timeout(60.0))
+        concurrent.futures.wait([future], timeout=30)
+        assert future.cancelled() and early.dropped == 1
+        early.close()
+
+
+def test_an_early_check_still_running_past_the_calibrated_timeout_is_cut_off(tmp_path: Path):
     """A provisional timeout is long (the original's time is not known yet): a check that
-    hangs would hold its worker that long. Once the real timeout is known, it is cut off."""
+    hangs would hold its worker that long. Once the real timeout is known, it is cut off,
+    and no timer outlives `close`."""
     check = make_script(tmp_path / "check.sh", "sleep 60; exit 0")
     provisional = ScriptOracle(str(check), "in.mlir", 300.0)
     with LocalExecutor(None, 2) as inner:
@@ -68,10 +93,40 @@ def test_an_early_check_still_running_past_the_calibrated_timeout_is_not_waited_
         future = early.submit(b"module {}\n", provisional)
         start = time.monotonic()
         early.adopt(JournaledExecutor(inner, None), provisional.with_timeout(0.5))
-        verdict = future.result(timeout=30)
-        assert time.monotonic() - start < 10
-    assert verdict.timed_out
-    assert early.redone == 1
+        concurrent.futures.wait([future], timeout=30)
+        assert future.cancelled() and time.monotonic() - start < 10
+        assert inner.stats.cancelled == 1  # its process group was killed, the worker freed
+        early.close()
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
+
+
+def test_a_primed_engine_whose_early_verdicts_are_dropped_ends_where_an_unprimed_one_does(tmp_path: Path):
+    """Every early check hangs and is cut off at the calibrated timeout: the engine checks
+    those candidates again and decides as if nothing had started early."""
+    from reducer.core.workspace import TextWorkspace
+    from strategies.text_lines import TextLines
+
+    marker, log = tmp_path / "calibrated", tmp_path / "log"
+    check = make_script(tmp_path / "check.sh", f'[ -e {marker} ] || {{ echo >> {log}; sleep 60; }}; grep -q "^x$" "$1"')
+    provisional = ScriptOracle(str(check), "in.txt", 300.0)
+    text = "a\nb\nx\nc\nd\n"
+    with LocalExecutor(None, 4) as inner:
+        early = EarlyExecutor(inner, provisional)
+        ws = TextWorkspace(text)
+        engine = Engine(ws, [TextLines()], early, lambda c: None, move_budget=0, oracle=provisional)
+        engine.prime(3)
+        assert len(engine._inflight) == 3
+        while len(log.read_text().splitlines() if log.exists() else []) < 3:
+            time.sleep(0.05)  # all three are running, provisionally
+        marker.touch()
+        early.adopt(JournaledExecutor(inner, None), provisional.with_timeout(0.5))
+        engine.oracle = provisional.with_timeout(0.5)
+        start = time.monotonic()
+        engine.run()
+        early.close()
+    assert ws.program.text == "x\n"
+    assert early.dropped == 3 and early.kept == 0
+    assert time.monotonic() - start < 30
 
 
 def test_early_checks_are_cancelled_when_the_run_starts_elsewhere(tmp_path: Path):
@@ -86,41 +141,49 @@ def test_early_checks_are_cancelled_when_the_run_starts_elsewhere(tmp_path: Path
         assert inner.stats.cancelled == 2  # their process groups were killed, the workers freed
 
 
-def test_the_engine_starts_its_first_candidates_while_the_original_is_checked(tmp_path: Path):
+def test_the_engine_starts_its_first_candidates_while_the_original_is_checked(tmp_path: Path, monkeypatch):
     """With eight workers, the original's two checks and the re-print's leave five idle:
-    the engine's first candidates start on them at once. What the run decides is the
-    -j 2 run's, and no text is checked twice."""
+    the engine's first candidates start on them at once, and their verdicts are used.
+    What the run decides is the -j 2 run's."""
+    import reducer.session
+    from reducer.core import ir as irutil
+    from reducer.core.workspace import MLIRWorkspace
     from reducer.session import Settings, reduce_file
 
-    src, log = tmp_path / "in.mlir", tmp_path / "log"
+    primers: list[EarlyExecutor] = []
+
+    class Recorded(EarlyExecutor):
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            primers.append(self)
+
+    monkeypatch.setattr(reducer.session, "EarlyExecutor", Recorded)
+    src, reprint, log, started = (tmp_path / n for n in ("in.mlir", "reprint.mlir", "log", "engine-started"))
     # Spelled unlike MLIR prints it, so the re-printed form is checked as well.
-    src.write_text(chain(16, keep=5).replace(" = ", "  =  "))
-    stamp = "python3 -c 'import time; print(time.time())'"
+    text = chain(16, keep=5).replace(" = ", "  =  ")
+    src.write_text(text)
+    reprint.write_text(MLIRWorkspace(text, irutil.PrintOptions()).canonical(irutil.PrintOptions()))
+    # The original's check waits (up to 4 s) for an engine candidate's check to start,
+    # and says whether one did: timing does not decide this, the order of events does.
     check = make_script(
         tmp_path / "check.sh",
-        f'tag=candidate; cmp -s "$1" {src} && tag=original\n'
-        f'echo "start:$({stamp}):$tag:$(md5sum < "$1" | cut -c1-12)" >> {log}\n'
-        f'if [ $tag = original ]; then sleep 2; else sleep 0.2; fi; grep -q math.exp "$1"; rc=$?\n'
-        f'echo "end:$({stamp}):$tag:-" >> {log}; exit $rc',
+        f'if cmp -s "$1" {src}; then\n'
+        f"  for i in $(seq 40); do [ -e {started} ] && break; sleep 0.1; done\n"
+        f"  [ -e {started} ] && echo original-saw-the-engine >> {log} || echo original-alone >> {log}\n"
+        f'elif ! cmp -s "$1" {reprint}; then touch {started}; fi\n'
+        'grep -q math.exp "$1"',
     )
     outs = {}
     for jobs in (2, 8):
         log.unlink(missing_ok=True)
+        started.unlink(missing_ok=True)
         out = tmp_path / f"out-{jobs}.mlir"
-        result = reduce_file(Settings(str(src), str(check), str(out), jobs=jobs, no_state=True))
+        reduce_file(Settings(str(src), str(check), str(out), jobs=jobs, no_state=True))
         outs[jobs] = out.read_text()
+        seen = log.read_text().split()
+        assert seen == ["original-saw-the-engine"] * 2 if jobs == 8 else ["original-alone"] * 2
     assert outs[8] == outs[2]
-    lines = [line.split(":") for line in log.read_text().split()]
-    original_end = min(float(t) for what, t, tag, _ in lines if what == "end" and tag == "original")
-    candidates = sorted(float(t) for what, t, tag, _ in lines if what == "start" and tag == "candidate")
-    # The re-print and at least one candidate of the engine's start before the original's end.
-    assert len([t for t in candidates if t < original_end]) >= 2
-    checked = collections.Counter(h for what, _, tag, h in lines if what == "start" and tag == "candidate")
-    final = hashlib.md5(outs[8].encode()).hexdigest()[:12]
-    # Early verdicts were used: a text is checked again only as a re-check of a program
-    # the run committed (the engine starts those early when a program looks final).
-    again = sum(n - 1 for h, n in checked.items() if h != final)
-    assert again <= result.stats.early_rechecks
+    assert len(primers) == 1 and primers[0].kept >= 1 and primers[0].dropped == 0
 
 
 def test_early_checks_are_stopped_when_the_check_rejects_the_reprinted_program(tmp_path: Path):
@@ -135,16 +198,21 @@ def test_early_checks_are_stopped_when_the_check_rejects_the_reprinted_program(t
     text = chain(16, keep=5).replace(" = ", "  =  ")
     src.write_text(text)
     reprint.write_text(MLIRWorkspace(text, irutil.PrintOptions()).canonical(irutil.PrintOptions()))
-    done = tmp_path / "original-checked"
+    done, primed, log = tmp_path / "original-checked", tmp_path / "primed", tmp_path / "log"
+    # The original's check waits (up to 6 s) for a primed candidate's check to start.
     check = make_script(
         tmp_path / "check.sh",
-        f'if cmp -s "$1" {src}; then sleep 2; touch {done}; exit 0; fi\n'
+        f'if cmp -s "$1" {src}; then\n'
+        f"  for i in $(seq 60); do [ -e {primed} ] && break; sleep 0.1; done\n"
+        f"  [ -e {primed} ] && echo primed >> {log}; touch {done}; exit 0\n"
+        "fi\n"
         f'if cmp -s "$1" {reprint}; then exit 1; fi\n'
-        f"if [ ! -e {done} ]; then sleep 60; exit 1; fi\n"  # the primed candidates
+        f"if [ ! -e {done} ]; then touch {primed}; sleep 60; exit 1; fi\n"  # the primed candidates
         'grep -q "  =  " "$1" && grep -q math.exp "$1"',
     )
     start = time.monotonic()
     result = reduce_file(Settings(str(src), str(check), str(tmp_path / "out.mlir"), jobs=8, no_state=True))
+    assert log.read_text().split() == ["primed", "primed"]
     assert result.mode == "text"
     assert time.monotonic() - start < 40
     assert "math.exp" in (tmp_path / "out.mlir").read_text()

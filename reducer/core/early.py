@@ -15,7 +15,6 @@ import concurrent.futures
 import functools
 import threading
 import time
-from typing import Any
 
 import attrs
 
@@ -38,38 +37,50 @@ def provably_same(early: Oracle, verdict: Verdict, judge: Oracle) -> bool:
 
 @attrs.define(eq=False)
 class _Early:
-    """One early check: the future the caller holds, and the check that will answer it."""
+    """One early check: the future the caller holds, and the check that answers it."""
 
     data: bytes
     out: concurrent.futures.Future[Verdict]
     current: concurrent.futures.Future[Verdict]
     submitted: float
     timer: threading.Timer | None = None
-    redone: bool = False  # checked again on the target: its own verdict answers
 
 
 class EarlyExecutor(Executor):
     """Checks on `inner` with the provisional oracle until `adopt` names the calibrated one
-    and the executor that records verdicts; from then on it submits there, and each
-    early check still pending is settled by `provably_same`. `discard` cancels them all
-    when the run does not start where they were made."""
+    and the executor that records verdicts; from then on it submits there. Each early
+    check is then settled by `provably_same`: kept (and recorded), or its future is
+    cancelled, which the engine takes as a check to start again (on the target, now).
+    `discard` cancels them all when the run does not start where they were made.
+
+    Callbacks run on the inner executor's thread, which may hold its lock: nothing here
+    calls an executor from a callback, or while holding this executor's lock."""
 
     def __init__(self, inner: Executor, provisional: Oracle) -> None:
         self.inner, self.provisional = inner, provisional
         self.workers, self.stats = inner.workers, inner.stats
         self.target: JournaledExecutor | None = None
         self.judge: Oracle | None = None
-        self.redone = 0  # early verdicts not kept: their candidates were checked again
-        self.kept = 0
+        self.kept = 0  # early verdicts the calibrated oracle would give: used
+        self.dropped = 0  # early checks not kept: their candidates are checked again
         self._early: dict[concurrent.futures.Future[Verdict], _Early] = {}
+        self._timers: list[threading.Timer] = []
         self._lock = threading.Lock()
 
     def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
         if self.target is not None:
             return self.target.submit(data, oracle)
         out: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
-        self._early[out] = _Early(data, out, self.inner.submit(data, self.provisional), time.monotonic())
+        current = self.inner.submit(data, self.provisional)
+        with self._lock:
+            self._early[out] = _Early(data, out, current, time.monotonic())
         return out
+
+    def submit_keyed(self, data: bytes, k: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
+        """The journal's keyed submit, once there is one (the engine hashed data already)."""
+        if self.target is not None:
+            return self.target.submit_keyed(data, k, oracle)
+        return self.submit(data, oracle)
 
     def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
         with self._lock:
@@ -80,7 +91,7 @@ class EarlyExecutor(Executor):
             return
         if early.timer is not None:
             early.timer.cancel()
-        (self.target if early.redone and self.target is not None else self.inner).cancel(early.current)
+        self.inner.cancel(early.current)
         future.cancel()
 
     def adopt(self, target: JournaledExecutor, judge: Oracle) -> None:
@@ -89,96 +100,74 @@ class EarlyExecutor(Executor):
             self.target, self.judge = target, judge
             pending = list(self._early.values())
         for early in pending:
-            if judge.timeout is not None:  # a check still running past judge's timeout is redone, not waited for
-                wait = early.submitted + judge.timeout + 2 * KILL_GRACE - time.monotonic()
-                early.timer = threading.Timer(max(0.0, wait), self._redo, (early,))
-                early.timer.daemon = True
-                early.timer.start()
             early.current.add_done_callback(functools.partial(self._settle, early))
+            if judge.timeout is not None and not early.current.done():
+                # Still running past judge's timeout: cut off, not waited for (the
+                # provisional timeout is long: the original's time was not known).
+                wait = early.submitted + judge.timeout + 2 * KILL_GRACE - time.monotonic()
+                timer = threading.Timer(max(0.0, wait), self._cut_off, (early,))
+                timer.daemon = True
+                with self._lock:
+                    if self._early.get(early.out) is not early:
+                        continue  # settled meanwhile
+                    early.timer = timer
+                    self._timers.append(timer)
+                timer.start()
 
     def discard(self) -> None:
         """The run starts elsewhere: no early verdict is wanted."""
-        for out in list(self._early):
+        with self._lock:
+            pending = list(self._early)
+        for out in pending:
             self.cancel(out)
 
     def _settle(self, early: _Early, f: concurrent.futures.Future[Verdict]) -> None:
+        """An early check ended (maybe on the inner executor's thread): keep its verdict,
+        or cancel the caller's future so the candidate is checked again."""
         assert self.target is not None and self.judge is not None
         with self._lock:
-            if early.redone or self._early.get(early.out) is not early:
-                return  # checked again, or cancelled
-            if (
-                not f.cancelled()
-                and f.exception() is None
-                and not provably_same(self.provisional, f.result(), self.judge)
-            ):
-                redo = True
-            else:
-                redo = False
-                del self._early[early.out]
-        if redo:
-            self._redo(early)
-            return
+            if self._early.pop(early.out, None) is None:
+                return  # cancelled or cut off
         if early.timer is not None:
             early.timer.cancel()
-        if f.cancelled():
-            early.out.cancel()
+        exc = None if f.cancelled() else f.exception()
+        if f.cancelled() or (exc is None and not provably_same(self.provisional, f.result(), self.judge)):
+            with self._lock:
+                self.dropped += 1
+            _cancel_waited(early.out)
             return
-        exc = f.exception()
         if exc is None:
             try:
                 self.target.record(early.data, f.result())  # the journal, and the check on the user's files
                 self.kept += 1
             except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
                 exc = e
-        _hand_over(f, early.out, exc)
-
-    def _redo(self, early: _Early) -> None:
-        """Check early's candidate again on the target, and answer with that verdict."""
-        assert self.target is not None
-        with self._lock:
-            if early.redone or self._early.get(early.out) is not early:
-                return
-            early.redone = True
-            self.redone += 1
-            stale, failed = early.current, None
-            try:
-                early.current = self.target.submit(early.data, self.judge)
-            except BaseException as exc:  # noqa: BLE001 - e.g. the executor closed under a timer
-                del self._early[early.out]
-                failed = exc
-        self.inner.cancel(stale)  # its callback takes the lock: not under it
-        if failed is not None:
-            _hand_over(stale, early.out, failed)
-            return
-
-        def done(f: concurrent.futures.Future[Verdict]) -> None:
-            with self._lock:
-                self._early.pop(early.out, None)
-            if f.cancelled():
-                early.out.cancel()
+        if early.out.set_running_or_notify_cancel():
+            if exc is not None:
+                early.out.set_exception(exc)
             else:
-                _hand_over(f, early.out, f.exception())
+                early.out.set_result(f.result())
 
-        early.current.add_done_callback(done)
+    def _cut_off(self, early: _Early) -> None:
+        """The timer's: an early check outlived the calibrated timeout."""
+        with self._lock:
+            if self._early.pop(early.out, None) is None:
+                return
+            self.dropped += 1
+        self.inner.cancel(early.current)
+        _cancel_waited(early.out)
 
     def close(self, abort: bool = False) -> None:
-        """Early checks are the inner executor's: closing it (the caller's job) ends them."""
+        """Stop the timers (the early checks are the inner executor's, closed by its owner)."""
         with self._lock:
-            pending = list(self._early.values())
-        for early in pending:
-            if early.timer is not None:
-                early.timer.cancel()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
+            timer.join()
 
 
-def _hand_over(
-    f: concurrent.futures.Future[Verdict], out: concurrent.futures.Future[Verdict], exc: BaseException | None
-) -> None:
-    if not out.set_running_or_notify_cancel():
-        return
-    if exc is not None:
-        out.set_exception(exc)
-    else:
-        out.set_result(f.result())
+def _cancel_waited(out: concurrent.futures.Future[Verdict]) -> None:
+    """Cancel a future someone may be waiting on: `cancel()` alone does not wake
+    `concurrent.futures.wait`; the notification does."""
+    if not out.cancelled() and out.cancel():  # (a caller's cancel notifies no one: it does not wait)
+        out.set_running_or_notify_cancel()
