@@ -484,3 +484,68 @@ def test_an_edit_that_failed_alone_is_known_as_a_repeat_in_the_next_round(tmp_pa
         stats = engine.run()
     assert ws.program.text == "keep\n" and stats.rounds == 2
     assert repeats == [("text-lines", False)]  # `keep` alone, failing again in round two
+
+
+class _Unwrap:
+    """A text strategy for the tests below: strip the outermost pair of parentheses. It is
+    `exclusive`, so each commit ends its sweep (and the round)."""
+
+    name, modes, shrinks, moves, exclusive = "unwrap", frozenset({"text"}), True, False, True
+
+    def opportunities(self, program):
+        from reducer.core.strategy import Edit
+
+        return [Edit("unwrap", (), i) for i in range(2)] if program.text.startswith("(") else []
+
+    def apply(self, program, edits):
+        text = program.text
+        return text[1 : text.rindex(")")] + text[text.rindex(")") + 1 :]
+
+
+class _DeleteChars:
+    """Delete single characters of a kind: the z's may go (many bytes, so it ranks first
+    once tried), the x may not."""
+
+    name, modes, shrinks, moves = "delete-chars", frozenset({"text"}), True, False
+
+    def opportunities(self, program):
+        from reducer.core.strategy import Edit
+
+        return [Edit("char", (), i) for i, c in enumerate(program.text) if c in "zx"]
+
+    def apply(self, program, edits):
+        drop = {e.arg for e in edits}
+        return "".join(c for i, c in enumerate(program.text) if i not in drop)
+
+
+def _decisions(tmp_path: Path, text: str, strategies: list) -> tuple[object, object, list[tuple[str, int, int, int]]]:
+    """Run the engine at -j 1; every decision read as (strategy, chunk, offset, edits listed)."""
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.workspace import TextWorkspace
+
+    script = make_script(tmp_path / "check.sh", 'grep -q x "$1"')
+    read: list[tuple[str, int, int, int]] = []
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
+        ws = TextWorkspace(text)
+        engine = Engine(ws, strategies, ex, lambda c: None, move_budget=0)
+        decide = engine._decide
+
+        def recording(trial, branch):  # type: ignore[no-untyped-def]
+            read.append((trial.strategy.name, trial.chunk, trial.offset, len(trial.edits)))
+            return decide(trial, branch)
+
+        engine._decide = recording  # type: ignore[method-assign]
+        stats = engine.run()
+    return ws, stats, read
+
+
+def test_an_exclusive_strategy_lists_its_alternatives_afresh_after_a_commit(tmp_path: Path):
+    """values-to-return's probes are alternatives placed for a fresh sweep: after a commit
+    the sweep must not go on from the committed chunk's place in the new list."""
+    ws, stats, read = _decisions(tmp_path, "((x))\n", [_Unwrap()])
+    assert ws.program.text == "x\n"
+    # Each commit starts a new round, whose sweep starts with the whole list.
+    assert [(chunk, offset) for _name, chunk, offset, _n in read] == [(2, 0), (2, 0)]
+    assert stats.rounds == 3

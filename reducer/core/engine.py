@@ -4,9 +4,10 @@
 (best bytes saved per verdict first) the engine lists its edits and tries chunks of them
 in a fixed order, largest chunks first, halving the chunk size when a sweep finds
 nothing. The first interesting chunk in that order is committed, the edits are listed
-again on the new program, and the sweep goes on from the same position. A round ends
-when a strategy that changed the program is done (the next round starts from the most
-profitable strategy) or when every strategy failed (the fixpoint). The decisions read
+again on the new program, and the sweep goes on from the same position (an `exclusive`
+strategy's sweep stops there: its alternatives are listed afresh next round). A round
+ends when a strategy that changed the program is done (the next round starts from the
+most profitable strategy) or when every strategy failed (the fixpoint). The decisions read
 verdicts in this order and nothing else, so the output is the one a single worker
 would produce, for any -j and any executor.
 
@@ -350,7 +351,8 @@ class Engine:
         rest of a sweep (after a committed trial: on its new edit list, from its place, and
         then the round ends), else the strategies of the round from `index` on."""
         if after is not None:
-            edits = self._edits(ws, after.strategy)
+            # An exclusive strategy's alternatives are listed afresh in the next round.
+            edits = [] if getattr(after.strategy, "exclusive", False) else self._edits(ws, after.strategy)
             if edits:
                 lineage = self._lineage(after, len(edits))
                 yield from self._sweep(

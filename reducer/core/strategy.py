@@ -93,6 +93,9 @@ class Strategy(abc.ABC, Generic[P]):
     #: Also offers moves: candidates that need not be smaller, tried once the program is
     #: 1-minimal and kept only if reducing from them ends smaller (Vulcan, Shrink Ray).
     moves: ClassVar[bool] = False
+    #: Its edits are alternatives (a subset applies one of them): after a commit its sweep
+    #: stops, and the next round lists them afresh for the new program.
+    exclusive: ClassVar[bool] = False
 
     @abc.abstractmethod
     def opportunities(self, program: P) -> list[Edit]:
