@@ -6,6 +6,11 @@ how a constant or a matmul is compiled survives, the rest of the model does not.
 function's result type becomes the value's; every `func.call` of it adapts (old
 results of the new type use the new one, the others get the usual replacement). Only
 single-block functions whose every reference is a call (or that nothing references).
+
+The values exclude each other, so a sweep of them is a search for how much of a function
+can go: a few probes per function, galloping from half of it towards its end, listed so
+that the engine's halving chunks meet them in that order; after a commit the next round
+gallops again on the shorter function (`exclusive`).
 """
 
 from __future__ import annotations
@@ -25,8 +30,12 @@ class ValuesToReturn(Strategy[MLIRProgram]):
     name = "values-to-return"
     summary = "return an intermediate value (or an argument) from its function, dropping everything after it"
 
+    #: Its edits are alternatives per function: a sweep stops at its first commit, and the
+    #: next round probes the shorter function afresh.
+    exclusive = True
+
     def opportunities(self, program: MLIRProgram) -> list[Edit]:
-        return list(_ranked(program))
+        return list(program.analysis(_listed))
 
     def apply(self, program: MLIRProgram, edits: Sequence[Edit]) -> ir.Operation | None:
         rank = _ranked(program)
@@ -78,20 +87,63 @@ def _ranking(program: MLIRProgram) -> dict[Edit, int]:
     return {e: i for i, (_cut, e) in enumerate(scored)}
 
 
+def _listed(program: MLIRProgram) -> list[Edit]:
+    """The edits in the order a sweep should meet them: per function, its probes placed
+    so that delta debugging's halving chunks (each applying its best-ranked value) try
+    them from most to least cut, i.e. galloping from half the function to its end."""
+    rank = _ranked(program)
+    by_function: dict[Path, list[Edit]] = {}
+    for e in rank:
+        by_function.setdefault(e.path[:3], []).append(e)
+    out: list[Edit] = []
+    for probes in by_function.values():
+        slots: list[Edit | None] = [None] * len(probes)
+        for e, slot in zip(probes, _visit_order(len(probes))):
+            slots[slot] = e
+        out += [e for e in slots if e is not None]
+    return out
+
+
+def _visit_order(m: int) -> list[int]:
+    """The positions of a list of m alternatives in the order a sweep of halving chunks
+    first reaches them, when a chunk costs a check only if no position in it was reached."""
+    order: list[int] = []
+    reached: set[int] = set()
+    chunk = m
+    while chunk >= 1:
+        for offset in range(0, m, chunk):
+            if reached.isdisjoint(range(offset, min(offset + chunk, m))):
+                order.append(offset)
+                reached.add(offset)
+        if chunk == 1:
+            break
+        chunk = (chunk + 1) // 2
+    return order
+
+
 #: Values offered per function and round. The alternatives exclude each other and most of
 #: them fail when the bug sits late (they cut it), so offering every value costs a check
-#: per value (benchmarks/README.md). Evenly spread ones find where the bug starts to go
-#: within a fraction of the body; the next round, on the smaller function, looks closer.
+#: per value (benchmarks/README.md). Probes galloping from the middle of the cut order
+#: to its end find how much of the body can go in a few checks (about one per halving);
+#: the next round, on the shorter function, gallops again.
 PER_FUNCTION = 8
 
 
 def _spread(found: list[tuple[int, Edit]]) -> list[tuple[int, Edit]]:
-    """At most PER_FUNCTION of a function's candidates, spread evenly from most cut to least."""
+    """At most PER_FUNCTION of a function's candidates, galloping from the middle of the
+    cut order to its end (1/2, 3/4, 7/8, ... the last)."""
     found = sorted(found, key=lambda item: (-item[0], item[1].path, item[1].kind, item[1].arg))
     if len(found) <= PER_FUNCTION:
         return found
-    step = (len(found) - 1) / (PER_FUNCTION - 1)
-    return [found[round(i * step)] for i in range(PER_FUNCTION)]
+    last = len(found) - 1
+    picked: list[int] = []
+    for k in range(PER_FUNCTION - 1):
+        i = round(last * (1 - 0.5 ** (k + 1)))
+        if i not in picked:
+            picked.append(i)
+    if last not in picked:
+        picked.append(last)
+    return [found[i] for i in picked]
 
 
 def _candidates(fpath: Path, func: ir.Operation) -> list[tuple[int, Edit]]:

@@ -1,6 +1,6 @@
 from conftest import apply_edits, each_edit, program
 
-from strategies.values_to_return import ValuesToReturn
+from strategies.values_to_return import ValuesToReturn, _ranked, _visit_order
 
 TEXT = """
 func.func @main(%a: tensor<8xf32>) -> tensor<7xi32> {
@@ -23,12 +23,25 @@ def test_returning_the_constant_cuts_everything_else():
 
 
 def test_edits_are_ranked_by_ops_cut_and_stay_in_a_fixed_order():
-    edits = ValuesToReturn().opportunities(program(TEXT))
-    assert edits[0].kind == "argument"  # returning the argument cuts the whole body
-    values = [e.path[-1] for e in edits if e.kind == "value"]
+    p = program(TEXT)
+    ranked = sorted(_ranked(p), key=_ranked(p).get)
+    assert ranked[0].kind == "argument"  # returning the argument cuts the whole body
+    values = [e.path[-1] for e in ranked if e.kind == "value"]
     assert values[:2] == [0, 1]  # the constant and the exp each keep one op
     assert 5 not in values  # the returned addi itself: nothing to cut
-    assert ValuesToReturn().opportunities(program(TEXT)) == edits
+    assert ValuesToReturn().opportunities(program(TEXT)) == ValuesToReturn().opportunities(p)
+
+
+def test_a_sweep_of_halving_chunks_meets_the_values_from_most_to_least_cut():
+    """The alternatives exclude each other (a chunk applies its best-ranked one), so the
+    list puts them where delta debugging's chunks reach them in rank order: each check
+    tries the next most-cut value instead of jumping back and forth."""
+    assert _visit_order(8) == [0, 4, 2, 6, 1, 3, 5, 7]
+    assert _visit_order(5) == [0, 3, 4, 1, 2]
+    p = program(TEXT)
+    edits, rank = ValuesToReturn().opportunities(p), _ranked(p)
+    met = [rank[edits[slot]] for slot in _visit_order(len(edits))]
+    assert met == list(range(len(edits)))
 
 
 def test_a_subset_returns_its_best_ranked_value():
@@ -113,11 +126,13 @@ def test_a_returned_call_keeps_its_callee_unchanged_in_the_same_subset():
     assert "math.log" not in cand.text and "return %0 : f32" in cand.text
 
 
-def test_a_long_function_offers_a_few_values_spread_over_it():
+def test_a_long_function_offers_a_few_values_galloping_to_its_end():
+    """From the middle of the function towards its end, halving the distance each time:
+    a bug that sits late costs a check per halving, not one per spread value."""
     from programs import chain
 
-    edits = ValuesToReturn().opportunities(program(chain(40)))
-    assert len(edits) == 8
-    assert edits[0].kind == "argument"  # cuts everything
-    cut_order = [e.path[-1] for e in edits if e.kind == "value"]
-    assert cut_order == sorted(cut_order) and cut_order[-1] - cut_order[0] > 30  # spread to the end
+    p = program(chain(40))
+    edits = ValuesToReturn().opportunities(p)
+    assert 4 <= len(edits) <= 8
+    by_rank = [e.path[-1] for e in sorted(edits, key=_ranked(p).get)]
+    assert by_rank == [18, 28, 33, 36, 37, 38]  # cut order; 38 is the last before the returned value
