@@ -549,3 +549,17 @@ def test_an_exclusive_strategy_lists_its_alternatives_afresh_after_a_commit(tmp_
     # Each commit starts a new round, whose sweep starts with the whole list.
     assert [(chunk, offset) for _name, chunk, offset, _n in read] == [(2, 0), (2, 0)]
     assert stats.rounds == 3
+
+
+def test_a_strategy_whose_sweep_failed_rests_until_the_others_stop(tmp_path: Path):
+    """After its commit, delete-chars fails in every round (only the x is left to it)
+    while unwrap commits a round at a time: it is checked again once unwrap is done, not
+    in every round, and the result is the same."""
+    text = "(((((" + "z" * 40 + "x)))))\n"
+    ws, stats, read = _decisions(tmp_path, text, [_DeleteChars(), _Unwrap()])
+    assert ws.program.text == "x\n"
+    tries_of_x = [name for name, _c, _o, n in read if name == "delete-chars" and n == 1]
+    # The end of its first sweep, the round after (unwrap, untried, went first), and the
+    # round of all strategies once unwrap found nothing; not once per unwrap.
+    assert len(tries_of_x) == 3
+    assert [name for name, *_ in read].count("unwrap") == 5

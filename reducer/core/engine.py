@@ -7,7 +7,10 @@ nothing. The first interesting chunk in that order is committed, the edits are l
 again on the new program, and the sweep goes on from the same position (an `exclusive`
 strategy's sweep stops there: its alternatives are listed afresh next round). A round
 ends when a strategy that changed the program is done (the next round starts from the
-most profitable strategy) or when every strategy failed (the fixpoint). The decisions read
+most profitable strategy) or when every strategy failed. A strategy whose whole sweep
+failed sits out the following rounds until a round changes nothing; then all of them
+are tried again, and a round of all that changes nothing is the fixpoint (issue 13:
+most of its edits fail again on a program that changed elsewhere). The decisions read
 verdicts in this order and nothing else, so the output is the one a single worker
 would produce, for any -j and any executor.
 
@@ -236,6 +239,9 @@ class Engine:
         self._failed: set[int] = set()
         #: Failed chunks by lineage (see `_implied`), indexed by each member.
         self._failed_lineage: dict[int, list[frozenset[int]]] = collections.defaultdict(list)
+        #: Strategies whose last sweep failed, sitting out rounds until the fixpoint (`_fixpoint`).
+        self._resting: set[str] = set()
+        self._rested = False  # the current round left some of them out
         self._failures = 0  # failures the decisions have read: a repeat can only become one
         self._next_lineage = 0
         self._started = time.monotonic()
@@ -308,22 +314,34 @@ class Engine:
         self.stats.wasted_checks = len(self._submitted - self._read)
 
     def _fixpoint(self) -> None:
-        """Reduce until a full round over every strategy changes nothing."""
-        while self._round():
-            pass
+        """Reduce until a full round over every strategy changes nothing. A strategy whose
+        whole sweep failed sits out the rounds after it (most of its edits would fail
+        again on a program that changed elsewhere) until the others stop changing the
+        program; then every strategy is tried again on it."""
+        self._resting.clear()
+        while True:
+            if self._round():
+                continue
+            if not self._rested:
+                return
+            self._resting.clear()
 
     def _round(self) -> bool:
         """One round; True if it changed the program."""
         self.stats.rounds += 1
         self._failed_lineage.clear()  # a round lists every strategy's edits afresh
         order = self._ordered()
+        self._rested = len(order) < len(self.strategies)
         branch = _Branch(self.ws, self._plan(self.ws, order, 0), 1.0)
         changed = False
         position = 0
+        swept: dict[str, bool] = {}  # the strategies the round's decisions reached: committed or not
         while True:
             trial = branch.trial(position)
             if trial is None or trial.next_round:
+                self._resting.update(name for name, committed in swept.items() if not committed)
                 return changed
+            swept.setdefault(trial.strategy.name, False)
             if self.stats.strategy != trial.strategy.name:
                 self.stats.strategy = trial.strategy.name
                 self.on_event("strategy", {"name": trial.strategy.name})
@@ -332,6 +350,7 @@ class Engine:
                 branch.decided = position
                 continue
             changed = True
+            swept[trial.strategy.name] = True
             branch = trial.success or self._success_branch(trial)
             self._accept(trial.strategy, trial.candidate, branch.ws)
             branch.probability, branch.parent = 1.0, None
@@ -473,8 +492,9 @@ class Engine:
 
     def _ordered(self, assumed: dict[str, tuple[int, int]] | None = None) -> list[Strategy]:
         """Untried strategies in registry order (the list given), then by bytes saved per
-        verdict, ties again in registry order. `assumed`: verdicts and bytes saved per
-        strategy that no decision has read yet, as a speculative branch assumes them."""
+        verdict, ties again in registry order; none that is resting (`_fixpoint`).
+        `assumed`: verdicts and bytes saved per strategy that no decision has read yet, as
+        a speculative branch assumes them."""
         assumed = assumed or {}
 
         def rank(item: tuple[int, Strategy]) -> tuple[int, float, int]:
@@ -486,7 +506,7 @@ class Engine:
                 return (0, 0.0, index)
             return (1, -(st.bytes_saved + saved) / judged, index)
 
-        return [s for _, s in sorted(enumerate(self.strategies), key=rank)]
+        return [s for _, s in sorted(enumerate(self.strategies), key=rank) if s.name not in self._resting]
 
     @staticmethod
     def _assumed(branch: _Branch | None) -> dict[str, tuple[int, int]]:
