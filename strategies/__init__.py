@@ -1,7 +1,10 @@
 """Built-in reductions, one module each. `BUILTIN` is the one list of them, and its order
 is the run order (as llvm-reduce's DeltaPasses.def): a strategy not yet tried in a run goes
-before the ones after it. Coarse cuts come first (whole functions, pass pipelines, shapes),
-then op-level removal, then operand and type rewrites, then attribute polish. The text
+before the ones after it. Coarse cuts come first (whole functions, pass pipelines, shapes,
+returning a value), then op-level removal, then operand and type rewrites, then attribute
+polish. values-to-arguments waits until after those: every untried strategy runs before
+the tried ones, and after drop-ops its full sweep of a small function cost more checks
+than returning a value again would (issue 13). The text
 strategies, for input that does not parse, keep their own order at the end. Plug-ins from
 the `ireereduce.strategies` entry points run after all of these."""
 
@@ -40,12 +43,12 @@ BUILTIN: list[type[Strategy]] = [
     GenericToOps,
     ValuesToReturn,
     DropOps,
-    ValuesToArguments,
     ForwardOperands,
     IreeSimplify,
     ReplaceWithZero,
     Types,
     ArgumentsToConstants,
+    ValuesToArguments,
     Attributes,
     TextLines,
     TextBalanced,
