@@ -563,3 +563,23 @@ def test_a_strategy_whose_sweep_failed_rests_until_the_others_stop(tmp_path: Pat
     # round of all strategies once unwrap found nothing; not once per unwrap.
     assert len(tries_of_x) == 3
     assert [name for name, *_ in read].count("unwrap") == 5
+
+
+def test_speculation_expects_a_round_of_all_after_one_that_left_some_to_rest():
+    """The plan a round makes (every trial failing) goes on with the round of all
+    strategies that `_fixpoint` runs next, not with the moves: speculation would check
+    moves and start the final re-checks of a program that is not final yet."""
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.workspace import TextWorkspace
+
+    with LocalExecutor(ScriptOracle("/bin/true", "in.txt", 10.0), 1) as ex:
+        ws = TextWorkspace("((zx))\n")
+        engine = Engine(ws, [_DeleteChars(), _Unwrap()], ex, lambda c: None)
+        engine._resting = {"delete-chars"}
+        trials = list(engine._plan(ws, engine._ordered(), 0))
+    names = [(t.strategy.name, t.next_round) for t in trials]
+    assert names[0] == ("unwrap", False)
+    assert ("delete-chars", True) in names  # the round of all, after unwrap's sweep
+    assert names.index(("delete-chars", True)) < next(i for i, (n, nr) in enumerate(names) if n == "unwrap" and nr)

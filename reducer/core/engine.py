@@ -387,6 +387,12 @@ class Engine:
             edits = self._edits(ws, order[i])
             if edits:
                 yield from self._sweep(order[i], i, edits, 0, len(edits), self._fresh(len(edits)))
+        if len(order) < len(self.strategies):
+            # A round that left resting strategies out is followed by one of them all.
+            for trial in self._plan(ws, self._ordered(everyone=True), 0):
+                trial.next_round = True
+                yield trial
+            return
         # A round in which everything fails is the fixpoint, where the moves come next
         # (unless --moves 0: speculation must not spend checks the budget does not allow).
         for trial in self._moves(ws) if self.move_budget > 0 else ():
@@ -490,9 +496,10 @@ class Engine:
         self.stats.final = self.ws.size
         return False
 
-    def _ordered(self, assumed: dict[str, tuple[int, int]] | None = None) -> list[Strategy]:
+    def _ordered(self, assumed: dict[str, tuple[int, int]] | None = None, everyone: bool = False) -> list[Strategy]:
         """Untried strategies in registry order (the list given), then by bytes saved per
-        verdict, ties again in registry order; none that is resting (`_fixpoint`).
+        verdict, ties again in registry order; none that is resting (`_fixpoint`) unless
+        `everyone`.
         `assumed`: verdicts and bytes saved per strategy that no decision has read yet, as
         a speculative branch assumes them."""
         assumed = assumed or {}
@@ -506,7 +513,7 @@ class Engine:
                 return (0, 0.0, index)
             return (1, -(st.bytes_saved + saved) / judged, index)
 
-        return [s for _, s in sorted(enumerate(self.strategies), key=rank) if s.name not in self._resting]
+        return [s for _, s in sorted(enumerate(self.strategies), key=rank) if everyone or s.name not in self._resting]
 
     @staticmethod
     def _assumed(branch: _Branch | None) -> dict[str, tuple[int, int]]:
