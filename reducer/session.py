@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import errno
+import importlib
 import logging
 import math
 import os
@@ -398,6 +399,14 @@ def registry() -> dict[str, type[Strategy]]:
     from strategies import BUILTIN
 
     return discover(BUILTIN)
+
+
+def _load_deferred(available: dict[str, type[Strategy]]) -> None:
+    """Import what the strategies defer (`Strategy.deferred_imports`), so that the engine
+    does not wait for it; a module that fails to load is left for the strategy to meet."""
+    for name in dict.fromkeys(m for cls in available.values() for m in cls.deferred_imports):
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
 
 def select_strategies(
@@ -1078,6 +1087,7 @@ def _reduce_on(
             loaded.append(registry())
             found = _prime(settings, reprinted, loaded[0], inner, monitor.engine_event, primers) if reprinted else None
             primed.extend([found] if found is not None else [])
+            _load_deferred(loaded[0])
 
         oracle, verdict, timeout, flaky_start, early = _check_original(
             settings,

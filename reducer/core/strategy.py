@@ -96,6 +96,10 @@ class Strategy(abc.ABC, Generic[P]):
     #: Its edits are alternatives (a subset applies one of them): after a commit its sweep
     #: stops, and the next round lists them afresh for the new program.
     exclusive: ClassVar[bool] = False
+    #: Modules it imports only where it applies an edit, as they are slow to load: the
+    #: session loads them while the original is checked, once the engine's first checks
+    #: are on their way (`session.registry` stays quick for that).
+    deferred_imports: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def opportunities(self, program: P) -> list[Edit]:
