@@ -247,22 +247,20 @@ def test_a_candidate_that_failed_lets_go_of_its_ir(tmp_path: Path):
 
 
 def test_a_commit_stops_the_rechecks_of_a_program_it_left(tmp_path: Path):
-    """Re-checks start on a program that is likely final; when a later trial commits a
-    smaller one, they can no longer be needed and must free their workers."""
-    check = 'if grep -q "^x$" "$1" && grep -q "^y$" "$1"; then sleep 2; exit 0; fi; sleep 1; exit 1'
-    script = make_script(tmp_path / "check.sh", check)
-    started: list[tuple[str, concurrent.futures.Future[Verdict]]] = []
-    with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 4) as ex:
+    """Re-checks start on a program that is likely final; once a commit leaves it, they can
+    no longer be needed and must free their workers, while those of the program the commit
+    made go on. The commit is made here as a decision makes it (`_round` then calls
+    `_cancel`): a whole run started such re-checks only when speculation's timing allowed."""
+    script = make_script(tmp_path / "check.sh", "sleep 30; exit 0")
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
         ws = TextWorkspace("a\nx\ny\nb\n")
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
-        start = engine._start_confirming
-
-        def recording(branch):  # type: ignore[no-untyped-def]
-            start(branch)
-            started.append((branch.ws.program.text, engine._confirming[engine._program_key(branch.ws)][-1]))
-
-        engine._start_confirming = recording  # type: ignore[method-assign]
-        engine.run()
-        left = [f for text, f in started if text != ws.program.text]
-        assert ws.program.text == "x\ny\n" and left
-        assert all(f.cancelled() for f in left)
+        engine._start_confirming(_Branch(ws, iter(()), 1.0))
+        left = list(engine._confirming[engine._program_key(ws)])
+        ws.commit(Candidate("x\ny\n", Size(None, 4), "text-lines"))
+        engine._start_confirming(_Branch(ws, iter(()), 1.0))
+        kept = list(engine._confirming[engine._program_key(ws)])
+        engine._cancel(_Branch(ws, iter(()), 1.0))
+        assert left and all(f.cancelled() for f in left)
+        assert kept and not any(f.cancelled() for f in kept)
+        engine._stop_confirming(keep=set())
