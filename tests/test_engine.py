@@ -583,3 +583,39 @@ def test_speculation_expects_a_round_of_all_after_one_that_left_some_to_rest():
     assert names[0] == ("unwrap", False)
     assert ("delete-chars", True) in names  # the round of all, after unwrap's sweep
     assert names.index(("delete-chars", True)) < next(i for i, (n, nr) in enumerate(names) if n == "unwrap" and nr)
+
+
+def test_a_verdict_that_came_back_before_a_commit_read_it_is_kept():
+    """A commit cancels the checks no decision can read any more; one that already came
+    back (between the last wait and the commit) has its verdict kept in the cache, not
+    thrown away, or a later decision on the same text would check it again."""
+    import concurrent.futures
+
+    from reducer.core.engine import Engine, _Branch
+    from reducer.core.executor import Executor, ExecutorStats
+    from reducer.core.oracle import Verdict
+    from reducer.core.workspace import TextWorkspace
+    from strategies.text_lines import TextLines
+
+    class Idle(Executor):
+        def __init__(self) -> None:
+            self.workers, self.stats = 1, ExecutorStats()
+            self.cancelled: list[concurrent.futures.Future] = []
+
+        def submit(self, data, oracle=None):  # type: ignore[no-untyped-def]
+            raise AssertionError("nothing is checked here")
+
+        def cancel(self, future):  # type: ignore[no-untyped-def]
+            self.cancelled.append(future)
+
+        def close(self, abort=False):  # type: ignore[no-untyped-def]
+            pass
+
+    ex = Idle()
+    engine = Engine(TextWorkspace("a\nb\n"), [TextLines()], ex, lambda c: None)
+    came_back, running = concurrent.futures.Future(), concurrent.futures.Future()
+    came_back.set_result(Verdict(False, 1))
+    engine._inflight = {b"came back": came_back, b"running": running}
+    engine._cancel(_Branch(engine.ws, iter(()), 1.0))
+    assert engine.cache.get(b"came back") is False and engine.cache.get(b"running") is None
+    assert ex.cancelled == [running] and not engine._inflight

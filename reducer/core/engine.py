@@ -845,25 +845,31 @@ class Engine:
             if future not in done:
                 continue
             del self._inflight[k]
-            if future.cancelled():
-                continue
-            verdict = future.result()
-            self.cache.put(k, verdict.interesting)
-            self.stats.outcomes[verdict.outcome or ("interesting" if verdict.interesting else "not interesting")] += 1
-            if verdict.timed_out:
-                self.stats.timeouts += 1
-            if verdict.outcome == "worker died":
-                self.stats.killed_workers.append(k.hex()[:12])
-            self.on_event("check", {"outcome": verdict.outcome, "seconds": verdict.seconds})
+            if not future.cancelled():
+                self._record(k, future.result())
         self.stats.running = len(self._inflight)
         self._check_stop()
+
+    def _record(self, k: bytes, verdict: Verdict) -> None:
+        """A check came back: its verdict goes in the cache, and in the run's counts."""
+        self.cache.put(k, verdict.interesting)
+        self.stats.outcomes[verdict.outcome or ("interesting" if verdict.interesting else "not interesting")] += 1
+        if verdict.timed_out:
+            self.stats.timeouts += 1
+        if verdict.outcome == "worker died":
+            self.stats.killed_workers.append(k.hex()[:12])
+        self.on_event("check", {"outcome": verdict.outcome, "seconds": verdict.seconds})
 
     def _cancel(self, branch: _Branch | None = None) -> None:
         """Stop the checks no decision can read any more (with no branch: none but the
         current program's re-checks), and free their workers."""
         keys, programs = self._needed(branch) if branch is not None else (set(), [])
         for k in [k for k in self._inflight if k not in keys]:
-            self.executor.cancel(self._inflight.pop(k))
+            future = self._inflight.pop(k)
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self._record(k, future.result())  # came back before its wait read it: kept
+            else:
+                self.executor.cancel(future)
         # A move is mostly undone: the program before it may be final. Programs are hashed
         # only when re-checks are running (a megabyte each, for every branch ahead).
         if self._confirming and not self._moving:
