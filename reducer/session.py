@@ -1023,14 +1023,14 @@ def _reduce(
     inner = make_executor(settings, None, executor_factory)
     primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
-        result = _reduce_on(settings, raw, output, inner, start, monitor, primers)
+        try:
+            result = _reduce_on(settings, raw, output, inner, start, monitor, primers)
+        finally:
+            for primer in primers:
+                primer.close()
     except BaseException:
-        for primer in primers:
-            primer.close()
         inner.close(abort=True)
         raise
-    for primer in primers:
-        primer.close()
     inner.close()
     return result
 

@@ -20,18 +20,32 @@ def body_op_count(text: str) -> int:
     return sum(1 for ln in text.splitlines() if " = " in ln or ln.strip().startswith(("linalg.", "util.", "flow.")))
 
 
-def test_real_legalization_failure_in_an_mlp_reduces_below_10_ops(tmp_path: Path):
+def test_real_legalization_failure_in_an_mlp_reduces_below_10_ops(tmp_path: Path, monkeypatch):
+    """...the same at any -j: at -j 4 the engine's first candidates are checked while the
+    original is (see reducer/core/early.py), by the real compiler."""
+    import reducer.session
+    from reducer.core.early import EarlyExecutor
+
+    primers: list[EarlyExecutor] = []
+
+    class Recorded(EarlyExecutor):
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            primers.append(self)
+
+    monkeypatch.setattr(reducer.session, "EarlyExecutor", Recorded)
     src = tmp_path / "model.mlir"
     src.write_text(mlp(layers=24, bad_layer=17))
     check = make_script(tmp_path / "check.sh", f'{COMPILE} "$1" -o /dev/null 2>&1 | grep -q "{F6_ERROR}"')
     outs = {}
-    for jobs in (1, 2):
+    for jobs in (1, 2, 4):
         out = tmp_path / f"out{jobs}.mlir"
         result = reduce_file(Settings(str(src), str(check), str(out), jobs=jobs))
         outs[jobs] = out.read_text()
         assert result.stats.original.ops > 500
         assert result.stats.final.ops < 10
-    assert outs[1] == outs[2]
+    assert outs[1] == outs[2] == outs[4]
+    assert len(primers) == 1  # the -j 4 run started early
     assert "f6E2M3FN" in outs[1] and body_op_count(outs[1]) <= 4
     proc = subprocess.run(
         f"{COMPILE} {tmp_path / 'out1.mlir'} -o /dev/null", shell=True, capture_output=True, text=True
