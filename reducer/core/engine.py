@@ -681,11 +681,7 @@ class Engine:
         """Check trial's candidate unless the same text is being checked already."""
         assert trial.candidate is not None and trial.key is not None
         if trial.key not in self._inflight:
-            keyed = getattr(self.executor, "submit_keyed", None)  # an executor that keys verdicts (the journal)
-            if keyed is not None:
-                self._inflight[trial.key] = keyed(trial.candidate.data, trial.key, self.oracle)
-            else:
-                self._inflight[trial.key] = self.executor.submit(trial.candidate.data, self.oracle)
+            self._inflight[trial.key] = self.executor.submit_keyed(trial.candidate.data, trial.key, self.oracle)
             self._submitted.add(trial.key)
             self.stats.per_strategy[trial.strategy.name].oracle_calls += 1
             self.stats.oracle_calls += 1

@@ -7,6 +7,8 @@ The contract (an `Executor`):
 * built from `(oracle, workers)`: `workers` checks may run at once;
 * `submit(data, oracle=None)` runs `oracle` (default: the executor's) on `data` and
   returns a `concurrent.futures.Future[Verdict]`;
+* `submit_keyed(data, key, oracle=None)` is `submit` told data's cache key (for an
+  executor that keys verdicts, like the journal; by default it is plain `submit`);
 * `cancel(future)` makes a check obsolete: a queued one never starts, a running one
   has its process group killed; its future is cancelled and carries no verdict;
 * a check whose worker dies (OOM killer, `kill -9`, a check that kills its parent) is
@@ -77,6 +79,11 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def close(self, abort: bool = False) -> None:
         """Release the workers; with abort, kill running checks instead of waiting."""
+
+    def submit_keyed(self, data: bytes, k: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
+        """`submit`, told data's key (the engine's cache key) so that an executor that keys
+        its verdicts (the journal) does not hash a megabyte candidate again."""
+        return self.submit(data, oracle)
 
     def run(self, data: bytes, oracle: Oracle | None = None) -> Verdict:
         """One check, waited for (the workflows' sequential steps)."""
