@@ -3,8 +3,9 @@
     python benchmarks/speculation.py [--jobs 1,2,4,8,16] [--predictors engine,hint,perfect] [--cost 0.005]
 
 `parallel.py` measures the whole command with a real 1 s check, so its rows carry noise
-and the fixed costs around the engine (start-up, the original's checks, the final
-re-checks). This runs only the engine, with a simulated executor: every check takes
+and the fixed costs around the engine (start-up, the original's checks). This runs only
+the engine and the final re-checks (those the engine started while the last round was
+judged, then the rest at once, as the session does), with a simulated executor: every check takes
 exactly 1 virtual second, and materialising a candidate costs `--cost` virtual seconds of
 the main process. So each row is exact and repeatable. Five cases, each with the check
 "the marker op is still there": `parallel.py`'s case (`models.fanout()`, math.atan2 in
@@ -122,7 +123,9 @@ def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes
 
     ex = VirtualExecutor(workers, interesting)
     ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=True)
-    eng = engine_module.Engine(ws, session.select_strategies("mlir", None, []), ex, lambda c: None)
+    eng = engine_module.Engine(
+        ws, session.select_strategies("mlir", None, []), ex, lambda c: None, confirm=session.FINAL_CONFIRM
+    )
     real_materialize = MLIRWorkspace.materialize
 
     def materialize(*args: Any, **kwargs: Any) -> Any:  # on the workspace and on its forks
@@ -145,6 +148,12 @@ def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes
         raise click.BadParameter(f"unknown predictor {predictor!r}", param_hint="--predictors")
     try:
         stats = eng.run()
+        # The session's final re-checks: those the engine started, then the rest at once.
+        data = ws.program.text.encode()
+        rechecks = eng.confirmations(data)
+        rechecks += [ex.submit(data) for _ in range(session.FINAL_CONFIRM - len(rechecks))]
+        while not all(f.done() for f in rechecks):
+            ex.wait([f for f in rechecks if not f.done()])
     finally:
         engine_module.time, engine_module.concurrent = saved
         MLIRWorkspace.materialize = real_materialize  # type: ignore[method-assign]
