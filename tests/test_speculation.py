@@ -264,3 +264,97 @@ def test_a_commit_stops_the_rechecks_of_a_program_it_left(tmp_path: Path):
         assert left and all(f.cancelled() for f in left)
         assert kept and not any(f.cancelled() for f in kept)
         engine._stop_confirming(keep=set())
+
+
+def test_idle_workers_recheck_a_program_whose_own_check_is_still_pending(tmp_path: Path):
+    """At the end of a run nothing is left to speculate on but the likely final program,
+    whose re-checks would otherwise start only once its own (slow) check is read: idle
+    workers (enough for all three) start them alongside it. The final program's first
+    check waits (up to 5 s) for another check of the same text to start, and notes
+    whether one did."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    check = (
+        'if [ "$(cat "$1")" != x ]; then grep -q x "$1"; exit $?; fi\n'
+        f"touch {marks}/$$\n"
+        f"if mkdir {tmp_path}/first 2>/dev/null; then\n"
+        "  for i in $(seq 50); do\n"
+        f'    if [ "$(ls {marks} | wc -l)" -ge 2 ]; then touch {tmp_path}/overlap; break; fi\n'
+        "    sleep 0.1\n"
+        "  done\n"
+        "fi\n"
+        "exit 0\n"
+    )
+    script = make_script(tmp_path / "check.sh", check)
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 30.0), 8) as ex:
+        ws = TextWorkspace("a\nx\nb\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+        engine.run()
+        assert ws.program.text == "x\n"
+        started = engine.confirmations(b"x\n")
+        assert 1 <= len(started) <= 3 and all(f.result().interesting for f in started)
+    assert (tmp_path / "overlap").exists()
+
+
+def test_a_failure_read_stops_the_rechecks_of_the_program_it_would_have_made(tmp_path: Path):
+    """Idle workers may re-check a program whose own check is pending; once that check is
+    read as a failure, the program can never be final and the workers go back to work."""
+    script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
+        ws = TextWorkspace("a\nx\nb\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+        trial = branch.trial(0)
+        assert trial is not None
+        engine._materialise(trial, ws)
+        trial.success = engine._success_branch(trial)
+        engine._start_confirming(trial.success)
+        engine._start_confirming(trial.success)
+        rechecks = list(engine._confirming[engine._program_key(trial.success.ws)])
+        assert trial.key is not None
+        engine.cache.put(trial.key, False)  # its check came back: not interesting
+        assert engine._decide(trial, branch) is False
+        assert len(rechecks) == 2 and all(f.cancelled() for f in rechecks)
+        engine._cancel()
+
+
+def test_rechecks_of_a_pending_program_give_way_to_a_likelier_check(tmp_path: Path):
+    """Re-checks started while their program's own check is pending hold workers only
+    while nothing likelier needs them: with every worker busy, a trial more likely to be
+    needed takes their place (they are cancelled, not left to run their course)."""
+    script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
+        ws = TextWorkspace("a\nx\nb\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+        trial = branch.trial(0)
+        assert trial is not None
+        engine._materialise(trial, ws)
+        trial.success = engine._success_branch(trial)
+        for _ in range(3):
+            engine._start_confirming(trial.success, odds=0.01)
+        rechecks = list(engine._confirming[engine._program_key(trial.success.ws)])
+        assert engine._busy() == 4
+        engine._speculate(branch)
+        assert len(rechecks) == 3 and all(f.cancelled() for f in rechecks)
+        assert not engine._standby and len(engine._inflight) >= 2
+        engine._cancel()
+
+
+def test_a_pending_program_is_rechecked_only_where_every_recheck_finds_a_worker(tmp_path: Path):
+    """The run ends once all three re-checks are read: starting one while its program's
+    check is pending shortens nothing unless the other two can start as well."""
+    script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
+        ws = TextWorkspace("a\nx\nb\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+        first, second = branch.trial(0), branch.trial(1)
+        assert first is not None and second is not None
+        engine._materialise(first, ws)
+        first.success = engine._success_branch(first)
+        assert engine._confirm_wanted(first.success, pending=True)  # three workers idle
+        engine._materialise(second, ws)
+        assert engine._busy() == 2 and not engine._confirm_wanted(first.success, pending=True)
+        assert not engine._confirm_wanted(first.success)  # not without `pending`, ever
+        engine._cancel()

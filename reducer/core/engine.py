@@ -212,6 +212,9 @@ class Engine:
         #: program is the likeliest final one (`confirmations` hands them over).
         self.confirm, self.confirm_on = confirm, confirm_on or executor
         self._confirming: dict[bytes, list[concurrent.futures.Future[Verdict]]] = {}  # by program
+        # Re-checks started while the program's own check is pending (`_most_likely`):
+        # by program, the trial that made it and the odds it was then given of being final.
+        self._standby: dict[bytes, tuple[_Trial, float]] = {}
         self._moving = False  # reducing from a move, which is undone unless it ends smaller
         self._recheck_cancels = 0
         self.on_improve = on_improve
@@ -279,18 +282,23 @@ class Engine:
         """The re-checks of data already started (in order); the others are cancelled.
         The caller reads or cancels them."""
         started = self._confirming.pop(key(data), [])
+        self._standby.pop(key(data), None)
         self._stop_confirming(keep=set())
         return started
 
-    def _start_confirming(self, branch: _Branch) -> None:
-        """Start one more re-check of branch's program."""
-        started = self._confirming.setdefault(self._program_key(branch.ws), [])
+    def _start_confirming(self, branch: _Branch, odds: float = 1.0) -> None:
+        """Start one more re-check of branch's program (`odds`: of it being final)."""
+        program = self._program_key(branch.ws)
+        if branch.parent is not None and branch.parent.verdict is None:
+            self._standby[program] = (branch.parent, odds)
+        started = self._confirming.setdefault(program, [])
         started.append(self.confirm_on.submit(branch.ws.program.text.encode(), self.oracle))
         self.stats.early_rechecks += 1
 
     def _stop_confirming(self, keep: set[bytes]) -> None:
         """Cancel the re-checks of programs other than those in keep."""
         for program in [p for p in self._confirming if p not in keep]:
+            self._standby.pop(program, None)
             for future in self._confirming.pop(program):
                 self._recheck_cancels += not future.done()  # not the engine's wasted checks
                 self.confirm_on.cancel(future)
@@ -602,6 +610,8 @@ class Engine:
         st.judged += 1
         trial.read = True
         if not trial.verdict:
+            if trial.success is not None and self._confirming:  # its program was re-checked while idle
+                self._stop_confirming(keep=set(self._confirming) - {self._program_key(trial.success.ws)})
             self._drop_ir(trial)
             self._failures += 1
             self._failed.add(hash(trial.identity))
@@ -721,28 +731,61 @@ class Engine:
         budget = AHEAD_PER_WORKER * self.executor.workers
         until = time.monotonic() + SPECULATION_SLICE
         room = self.executor.workers if room is None else room
-        while self._busy() < room and budget > 0 and time.monotonic() < until:
+        while budget > 0 and time.monotonic() < until:
+            full = self._busy() >= room
+            if full and not self._standby:
+                return
             best = self._most_likely(main)
             if best is None:
                 return
             probability, trial, branch = best
             if trial is None:  # branch's program is likely the final one
                 assert branch is not None
-                self._start_confirming(branch)
+                if full:
+                    return
+                self._start_confirming(branch, probability)
                 continue
             if branch is None:  # the likeliest work is on the program a pending trial would commit
                 trial.success = self._success_branch(trial)
                 trial.success.probability = probability
                 continue
+            if full and not self._standing_by(probability):
+                return
+            inflight = len(self._inflight)
             self._materialise(trial, branch.ws)
             budget -= trial.key is not None
+            if full and len(self._inflight) > inflight:
+                self._give_way(probability)
+
+    def _standing_by(self, below: float) -> list[bytes]:
+        """The programs whose re-checks run while their own check is pending, given lower
+        odds of being final than `below`: a check that likely takes their workers."""
+        return [
+            k
+            for k, (trial, odds) in self._standby.items()
+            if trial.verdict is None and odds < below and any(not f.done() for f in self._confirming.get(k, ()))
+        ]
+
+    def _give_way(self, below: float) -> None:
+        """Cancel the re-checks of one program standing by with odds below `below`."""
+        for k in self._standing_by(below)[:1]:
+            del self._standby[k]
+            for future in self._confirming.pop(k):
+                self._recheck_cancels += not future.done()
+                self.confirm_on.cancel(future)
 
     def _most_likely(self, main: _Branch) -> tuple[float, _Trial | None, _Branch | None] | None:
         """The likeliest next piece of work: an unmaterialised trial (reached when every
         pending trial before it in its branch fails), opening the branch of a pending
         trial that may succeed (no branch in the result: open it), or one more re-check
-        of the current program, which is final if every pending trial fails (no trial)."""
+        of a program that is final if every pending trial fails (no trial).
+        That program's own check may still be pending: near the end of a run it is often
+        the last candidate, and the run would end one check time after its verdict. Such
+        re-checks start only where every one still missing has an idle worker (one alone
+        does not shorten the run), if no trial is at least as likely to be needed, and
+        they give way to a likelier check when the workers are all busy (`_speculate`)."""
         best: tuple[float, _Trial | None, _Branch | None] | None = None
+        pending: tuple[float, _Trial | None, _Branch | None] | None = None
         todo = [main]
         looked = 0
         while todo:
@@ -755,6 +798,8 @@ class Engine:
                 if trial is None:
                     if self._confirm_wanted(branch) and (best is None or reach > best[0]):
                         best = (reach, None, branch)
+                    elif (pending is None or reach > pending[0]) and self._confirm_wanted(branch, pending=True):
+                        pending = (reach, None, branch)
                     break
                 if not trial.materialised:
                     if best is None or reach > best[0]:
@@ -775,14 +820,19 @@ class Engine:
                     break  # nothing after a success is tried on this program
                 reach *= 1.0 - p
                 position += 1
-        return best
+        return pending if pending is not None and (best is None or pending[0] > best[0]) else best
 
-    def _confirm_wanted(self, branch: _Branch) -> bool:
-        """Whether branch's program, final if every trial on it fails, lacks a re-check
-        (once it is known to be interesting: until then, its own check is pending)."""
-        if self._moving or (branch.parent is not None and branch.parent.verdict is not True):
+    def _confirm_wanted(self, branch: _Branch, pending: bool = False) -> bool:
+        """Whether branch's program, final if every trial on it fails, lacks a re-check:
+        once it is known to be interesting; with `pending`, while its own check runs, if
+        the idle workers can take every re-check it lacks."""
+        verdict = None if branch.parent is None else branch.parent.verdict
+        if self._moving or verdict is False or (verdict is None and branch.parent is not None and not pending):
             return False
-        return len(self._confirming.get(self._program_key(branch.ws), ())) < self.confirm
+        lacking = self.confirm - len(self._confirming.get(self._program_key(branch.ws), ()))
+        if pending and verdict is None and branch.parent is not None:
+            return 0 < lacking <= self.executor.workers - self._busy()
+        return lacking > 0
 
     def _likelihood(self, trial: _Trial) -> float:
         """The odds speculation gives trial's success (reducer/core/predictor.py)."""
