@@ -502,12 +502,14 @@ def _prime(
     on_event: Callable[[str, dict[str, object]], None],
     primers: list[EarlyExecutor],
 ) -> _Primed | None:
-    """Start the engine's first checks on the workers the original's two checks and the
-    re-print's leave idle. Only for a check script with no triage ahead (which would check
-    programs of its own, and may change the start) and no --max-checks (which the checks
-    would count against before the run knows it starts here). Its executor goes in
-    `primers`, which the caller closes."""
-    room = inner.workers - 2 - (early.future is not None)
+    """Start the engine's first checks on the workers the re-print's check leaves: those
+    the original's two checks leave idle start now, the others queue and start as soon as
+    the original's checks end (before the run has read their verdict and taken the engine
+    over). Only for a check script with no triage ahead (which would check programs of
+    its own, and may change the start) and no --max-checks (which the checks would count
+    against before the run knows it starts here). Its executor goes in `primers`, which
+    the caller closes."""
+    room = inner.workers - (early.future is not None)
     ws = early.workspace
     base = early.oracle.inner if isinstance(early.oracle, RepeatOracle) else early.oracle
     if room < 1 or not isinstance(ws, MLIRWorkspace) or not isinstance(base, ScriptOracle):
@@ -867,11 +869,13 @@ def _check_original(
     early: list[_Reprinted] = []
 
     # --repeat's verdict is its last run's: only with the timeout fixed is it provably the same.
-    # With fewer than three workers the re-print would only queue behind the original's
-    # two checks, and hold a worker at the first check's long timeout if it hangs.
+    # With two workers the re-print queues behind the original's two checks: it starts
+    # as soon as one ends, not after the parse that would follow their verdict. (A hang
+    # holds its worker only until the run reads it: `_Reprinted.verdict` cuts it off at
+    # the calibrated timeout.) With one worker it would delay the original's verdict.
     ahead = (
         reprint_early
-        and executor.workers >= 3
+        and executor.workers >= 2
         and not (first.learns_from_original() or (settings.repeat > 1 and not settings.timeout))
     )
 

@@ -217,13 +217,15 @@ def test_only_oracles_that_do_not_learn_from_the_original_check_the_reprint_earl
     assert SlowCompileOracle(parse_command("iree-compile {input}"), "in.mlir", 10.0, seconds=1.0).learns_from_original()
 
 
-@pytest.mark.parametrize(("workers", "fresh_start", "early"), [(3, True, True), (2, True, False), (3, False, False)])
+@pytest.mark.parametrize(
+    ("workers", "fresh_start", "early"), [(3, True, True), (2, True, True), (1, True, False), (3, False, False)]
+)
 def test_the_reprint_goes_early_only_with_a_worker_for_it_and_a_fresh_start(
     tmp_path: Path, workers: int, fresh_start: bool, early: bool
 ):
-    """With fewer than three workers it would queue behind the original's checks and hold
-    a worker at their long first timeout; with a result already in the output the run may
-    start from that instead, so the original's re-print is not checked ahead then."""
+    """With one worker it would delay the original's verdict (with two it queues behind
+    the original's checks and starts when one ends); with a result already in the output
+    the run may start from that instead, so the original's re-print is not checked ahead then."""
     from reducer.session import Settings, _check_original, _Guard
 
     src = tmp_path / "in.mlir"
