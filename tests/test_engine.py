@@ -565,6 +565,56 @@ def test_a_strategy_whose_sweep_failed_rests_until_the_others_stop(tmp_path: Pat
     assert [name for name, *_ in read].count("unwrap") == 5
 
 
+class _DeleteX:
+    """Delete the x: never interesting under the `grep x` check (a strategy late in the
+    registry that only costs checks)."""
+
+    name, modes, shrinks, moves = "delete-x", frozenset({"text"}), True, False
+
+    def opportunities(self, program):
+        from reducer.core.strategy import Edit
+
+        return [Edit("x", (), i) for i, c in enumerate(program.text) if c == "x"]
+
+    def apply(self, program, edits):
+        return program.text.replace("x", "")
+
+
+def test_a_strategy_last_swept_on_a_program_twice_the_size_counts_as_untried(tmp_path: Path):
+    """unwrap commits on the 46-byte text; delete-chars then cuts it to 6 bytes. unwrap's
+    numbers come from a program eight times larger, so the next round ranks it with the
+    untried strategies, in registry order: before delete-x, which would otherwise go first
+    for never having been tried (values-to-return before the strategies after drop-ops)."""
+    text = "((" + "z" * 40 + "x))\n"
+    ws, _stats, read = _decisions(tmp_path, text, [_Unwrap(), _DeleteChars(), _DeleteX()])
+    assert ws.program.text == "x\n"
+    order = [name for name, *_ in read]
+    unwraps = [i for i, name in enumerate(order) if name == "unwrap"]
+    assert order[unwraps[1] - 1] == "delete-chars"  # right after delete-chars' sweep
+    assert unwraps[1] < order.index("delete-x")
+
+
+def test_only_a_sweep_on_a_much_larger_program_makes_a_strategy_stale():
+    """The rank itself: untried first in registry order, a strategy swept on a program
+    STALE_FACTOR times larger among them, the others by bytes saved per verdict."""
+    from reducer.core.engine import STALE_FACTOR, Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.workspace import TextWorkspace
+
+    with LocalExecutor(ScriptOracle("/bin/true", "in.txt", 10.0), 1) as ex:
+        ws = TextWorkspace("zzzzx\n")
+        engine = Engine(ws, [_Unwrap(), _DeleteChars(), _DeleteX()], ex, lambda c: None)
+        engine.stats.per_strategy["unwrap"].judged = 1
+        engine.stats.per_strategy["delete-chars"].judged = 1
+        engine.stats.per_strategy["delete-chars"].bytes_saved = 5
+        now = ws.size_known().bytes
+        engine._swept_at = {"unwrap": STALE_FACTOR * now - 1, "delete-chars": now}
+        assert [s.name for s in engine._ordered()] == ["delete-x", "delete-chars", "unwrap"]
+        engine._swept_at["unwrap"] = STALE_FACTOR * now
+        assert [s.name for s in engine._ordered()] == ["unwrap", "delete-x", "delete-chars"]
+
+
 def test_speculation_expects_a_round_of_all_after_one_that_left_some_to_rest():
     """The plan a round makes (every trial failing) goes on with the round of all
     strategies that `_fixpoint` runs next, not with the moves: speculation would check

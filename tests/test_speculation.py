@@ -194,10 +194,10 @@ def test_a_speculative_branch_orders_the_next_round_by_what_it_assumes(tmp_path:
         engine = Engine(TextWorkspace("a\nkeep\nb\nc\n"), [TextLines()], ex, lambda c: None, move_budget=0)
         ordered = engine._ordered
 
-        def recording(assumed=None):  # type: ignore[no-untyped-def]
+        def recording(assumed=None, **kw):  # type: ignore[no-untyped-def]
             if assumed:
                 asked.append(assumed)
-            return ordered(assumed)
+            return ordered(assumed, **kw)
 
         engine._ordered = recording  # type: ignore[method-assign]
         engine.run()

@@ -1,7 +1,8 @@
 """The delta-debugging loop, and the speculation that keeps every worker busy.
 
 **What is committed** (the rule the output depends on; llvm-reduce's): for each strategy
-(best bytes saved per verdict first) the engine lists its edits and tries chunks of them
+(untried ones first, in registry order, then best bytes saved per verdict first; a
+strategy last swept on a program twice the size counts as untried) the engine lists its edits and tries chunks of them
 in a fixed order, largest chunks first, halving the chunk size when a sweep finds
 nothing. The first interesting chunk in that order is committed, the edits are listed
 again on the new program, and the sweep goes on from the same position (an `exclusive`
@@ -59,6 +60,14 @@ MIN_PROBABILITY = 0.001
 AHEAD_PER_WORKER = 4
 #: Seconds of materialising (in this process) before speculation lets verdicts be read.
 SPECULATION_SLICE = 0.5
+#: A strategy last swept on a program this many times the current one's size (in ops)
+#: or more is ranked as untried again (`Engine._ordered`).
+STALE_FACTOR = 2
+
+
+def _scale(size: Size) -> int:
+    """What `STALE_FACTOR` compares: ops, or bytes for a program read as text."""
+    return size.ops if size.ops is not None else size.bytes
 
 
 class Stopped(Exception):
@@ -244,6 +253,8 @@ class Engine:
         self._failed_lineage: dict[int, list[frozenset[int]]] = collections.defaultdict(list)
         #: Strategies whose last sweep failed, sitting out rounds until the fixpoint (`_fixpoint`).
         self._resting: set[str] = set()
+        #: The size (ops, else bytes) of the program each strategy's last sweep started on.
+        self._swept_at: dict[str, int] = {}
         self._rested = False  # the current round left some of them out
         self._failures = 0  # failures the decisions have read: a repeat can only become one
         self._next_lineage = 0
@@ -349,6 +360,8 @@ class Engine:
             if trial is None or trial.next_round:
                 self._resting.update(name for name, committed in swept.items() if not committed)
                 return changed
+            if trial.strategy.name not in swept:
+                self._swept_at[trial.strategy.name] = _scale(self.ws.size_known())
             swept.setdefault(trial.strategy.name, False)
             if self.stats.strategy != trial.strategy.name:
                 self.stats.strategy = trial.strategy.name
@@ -387,7 +400,7 @@ class Engine:
                 )
             # The round ends here. Speculation goes on into the next one, in the order the
             # decisions will find if every trial before it goes as this branch assumes.
-            for trial in self._plan(ws, self._ordered(self._assumed(branch)), 0):
+            for trial in self._plan(ws, self._ordered(self._assumed(branch), size=ws.size_known()), 0):
                 trial.next_round = True
                 yield trial
             return
@@ -397,7 +410,7 @@ class Engine:
                 yield from self._sweep(order[i], i, edits, 0, len(edits), self._fresh(len(edits)))
         if len(order) < len(self.strategies):
             # A round that left resting strategies out is followed by one of them all.
-            for trial in self._plan(ws, self._ordered(everyone=True), 0):
+            for trial in self._plan(ws, self._ordered(everyone=True, size=ws.size_known()), 0):
                 trial.next_round = True
                 yield trial
             return
@@ -504,20 +517,28 @@ class Engine:
         self.stats.final = self.ws.size
         return False
 
-    def _ordered(self, assumed: dict[str, tuple[int, int]] | None = None, everyone: bool = False) -> list[Strategy]:
+    def _ordered(
+        self, assumed: dict[str, tuple[int, int]] | None = None, everyone: bool = False, size: Size | None = None
+    ) -> list[Strategy]:
         """Untried strategies in registry order (the list given), then by bytes saved per
         verdict, ties again in registry order; none that is resting (`_fixpoint`) unless
-        `everyone`.
+        `everyone`. A strategy whose last sweep started on a program STALE_FACTOR times
+        the size of this one (`size`, default the current program's) counts as untried:
+        what it saved per verdict there says little about a program that small, and the
+        registry order (largest cuts first) is the better guess. values-to-return, say,
+        cuts most of a function once drop-ops shrank it, where the strategies after it in
+        the registry, never tried yet, would spend a check per op first.
         `assumed`: verdicts and bytes saved per strategy that no decision has read yet, as
         a speculative branch assumes them."""
         assumed = assumed or {}
+        now = _scale(size if size is not None else self.ws.size_known())
 
         def rank(item: tuple[int, Strategy]) -> tuple[int, float, int]:
             index, s = item
             st = self.stats.per_strategy[s.name]
             judged, saved = assumed.get(s.name, (0, 0))
             judged += st.judged
-            if judged == 0:
+            if judged == 0 or self._swept_at.get(s.name, 0) >= STALE_FACTOR * max(now, 1):
                 return (0, 0.0, index)
             return (1, -(st.bytes_saved + saved) / judged, index)
 
