@@ -606,6 +606,7 @@ def test_only_a_sweep_on_a_much_larger_program_makes_a_strategy_stale():
         ws = TextWorkspace("zzzzx\n")
         engine = Engine(ws, [_Unwrap(), _DeleteChars(), _DeleteX()], ex, lambda c: None)
         engine.stats.per_strategy["unwrap"].judged = 1
+        engine.stats.per_strategy["unwrap"].bytes_saved = 2
         engine.stats.per_strategy["delete-chars"].judged = 1
         engine.stats.per_strategy["delete-chars"].bytes_saved = 5
         now = ws.size_known().bytes
@@ -613,6 +614,24 @@ def test_only_a_sweep_on_a_much_larger_program_makes_a_strategy_stale():
         assert [s.name for s in engine._ordered()] == ["delete-x", "delete-chars", "unwrap"]
         engine._swept_at["unwrap"] = STALE_FACTOR * now
         assert [s.name for s in engine._ordered()] == ["unwrap", "delete-x", "delete-chars"]
+
+
+def test_a_stale_strategy_that_never_cut_an_op_comes_after_the_untried_ones():
+    """Where ops are counted, a stale strategy that only ever shortened text (literals,
+    types) waits for the untried ones: each op they remove changes that text again."""
+    from reducer.core.engine import STALE_FACTOR, Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.workspace import Size, TextWorkspace
+
+    with LocalExecutor(ScriptOracle("/bin/true", "in.txt", 10.0), 1) as ex:
+        engine = Engine(TextWorkspace("zx\n"), [_Unwrap(), _DeleteChars(), _DeleteX()], ex, lambda c: None)
+        unwrap = engine.stats.per_strategy["unwrap"]
+        unwrap.judged, unwrap.bytes_saved = 1, 40
+        engine._swept_at = {"unwrap": STALE_FACTOR * 10}
+        assert [s.name for s in engine._ordered(size=Size(10, 300))] == ["delete-chars", "delete-x", "unwrap"]
+        unwrap.ops_saved = 1
+        assert [s.name for s in engine._ordered(size=Size(10, 300))] == ["unwrap", "delete-chars", "delete-x"]
 
 
 def test_speculation_expects_a_round_of_all_after_one_that_left_some_to_rest():

@@ -527,19 +527,25 @@ class Engine:
         what it saved per verdict there says little about a program that small, and the
         registry order (largest cuts first) is the better guess. values-to-return, say,
         cuts most of a function once drop-ops shrank it, where the strategies after it in
-        the registry, never tried yet, would spend a check per op first.
+        the registry, never tried yet, would spend a check per op first. Such a strategy
+        that never cut the first size measure (ops; bytes for text) comes after the
+        untried ones: it only shortens text, which every op that goes later changes again.
         `assumed`: verdicts and bytes saved per strategy that no decision has read yet, as
         a speculative branch assumes them."""
         assumed = assumed or {}
-        now = _scale(size if size is not None else self.ws.size_known())
+        size = size if size is not None else self.ws.size_known()
+        now = _scale(size)
 
         def rank(item: tuple[int, Strategy]) -> tuple[int, float, int]:
             index, s = item
             st = self.stats.per_strategy[s.name]
             judged, saved = assumed.get(s.name, (0, 0))
             judged += st.judged
-            if judged == 0 or self._swept_at.get(s.name, 0) >= STALE_FACTOR * max(now, 1):
+            if judged == 0:
                 return (0, 0.0, index)
+            if self._swept_at.get(s.name, 0) >= STALE_FACTOR * max(now, 1):
+                cut = st.ops_saved if size.ops is not None else st.bytes_saved
+                return (0, 0.0 if cut > 0 else 1.0, index)
             return (1, -(st.bytes_saved + saved) / judged, index)
 
         return [s for _, s in sorted(enumerate(self.strategies), key=rank) if everyone or s.name not in self._resting]
