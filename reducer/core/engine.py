@@ -181,6 +181,7 @@ class _Branch:
     trials: list[_Trial] = attrs.field(factory=list)
     exhausted: bool = False
     decided: int = 0  # the trials before this one have been read by a decision
+    settled: int = 0  # the trials before this one are known to fail, or are moves (`_most_likely` skips them)
     #: The trial whose success this branch follows, while no decision has read it.
     parent: _Trial | None = None
 
@@ -818,7 +819,7 @@ class Engine:
         while todo:
             branch = todo.pop()
             reach = branch.probability
-            position = branch.decided
+            position = max(branch.decided, branch.settled)
             while reach >= MIN_PROBABILITY and looked < 64 * self.executor.workers:
                 looked += 1
                 trial = branch.trial(position)
@@ -834,6 +835,8 @@ class Engine:
                     break  # the trials after it are less likely still
                 self._resolve(trial)  # a finished check is a known verdict, not a guess
                 if trial.grow or trial.key is None or trial.verdict is False:
+                    if position == branch.settled:  # for good: the next walk starts after it
+                        branch.settled += 1
                     position += 1
                     continue
                 p = 1.0 if trial.verdict else self._likelihood(trial)
