@@ -859,7 +859,7 @@ def _check_original(
     reprint_early: bool = True,
 ) -> tuple[Oracle, Verdict, float, str | None, _Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
-    disagrees with itself is flaky. While they run, (if `reprint_early`, with three
+    disagrees with itself is flaky. While they run, (if `reprint_early`, with two
     workers or more) parse the original and check its re-printed form where that check
     does not depend on these verdicts (see `_Reprinted`), and call `meanwhile` with it;
     neither happens while an oracle measures time."""
