@@ -343,18 +343,54 @@ def test_rechecks_of_a_pending_program_give_way_to_a_likelier_check(tmp_path: Pa
 
 def test_a_pending_program_is_rechecked_only_where_every_recheck_finds_a_worker(tmp_path: Path):
     """The run ends once all three re-checks are read: starting one while its program's
-    check is pending shortens nothing unless the other two can start as well."""
+    check is pending shortens nothing unless the other two can start as well. Nor is a
+    program re-checked on which no edit makes a candidate to check (what a whole-sweep
+    chunk leaves: the odds overrate it)."""
     script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
-    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
-        ws = TextWorkspace("a\nx\nb\n")
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 5) as ex:
+        ws = TextWorkspace("a\nx\ny\nb\n")
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
         branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
-        first, second = branch.trial(0), branch.trial(1)
-        assert first is not None and second is not None
-        engine._materialise(first, ws)
-        first.success = engine._success_branch(first)
-        assert engine._confirm_wanted(first.success, pending=True)  # three workers idle
-        engine._materialise(second, ws)
-        assert engine._busy() == 2 and not engine._confirm_wanted(first.success, pending=True)
-        assert not engine._confirm_wanted(first.success)  # not without `pending`, ever
+        first, second, third = branch.trial(0), branch.trial(1), branch.trial(2)
+        assert first is not None and second is not None and third is not None
+        engine._materialise(second, ws)  # a, x: leaves y and b
+        after = engine._success_branch(second)
+        assert not engine._confirm_wanted(after, pending=True)  # nothing checkable on it yet
+        on_it = after.trial(0)
+        assert on_it is not None
+        engine._materialise(on_it, after.ws)
+        assert on_it.key is not None and engine._busy() == 2
+        assert engine._confirm_wanted(after, pending=True)  # three workers idle
+        engine._materialise(third, ws)
+        assert engine._busy() == 3 and not engine._confirm_wanted(after, pending=True)
+        assert not engine._confirm_wanted(after)  # not without `pending`, ever
         engine._cancel()
+
+
+def test_a_failure_stops_the_rechecks_of_every_program_it_led_to(tmp_path: Path):
+    """A failure read ends the programs of the trials that follow its success too, and a
+    failure that came back before a decision read it stops their re-checks already."""
+    script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
+    for read in (True, False):
+        with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 8) as ex:
+            ws = TextWorkspace("a\nx\ny\nb\n")
+            engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+            branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+            trial = branch.trial(1)  # a, x: leaves y and b
+            assert trial is not None
+            engine._materialise(trial, ws)
+            trial.success = engine._success_branch(trial)
+            nested = trial.success.trial(0)
+            assert nested is not None
+            engine._materialise(nested, trial.success.ws)
+            nested.success = engine._success_branch(nested)
+            engine._start_confirming(nested.success, odds=0.5)
+            rechecks = list(engine._confirming[engine._program_key(nested.success.ws)])
+            assert trial.key is not None
+            engine.cache.put(trial.key, False)  # trial's check came back: not interesting
+            if read:
+                assert engine._decide(trial, branch) is False
+            else:
+                engine._speculate(branch)
+            assert rechecks and all(f.cancelled() for f in rechecks), read
+            engine._cancel()

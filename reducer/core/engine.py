@@ -638,8 +638,9 @@ class Engine:
         st.judged += 1
         trial.read = True
         if not trial.verdict:
-            if trial.success is not None and self._confirming:  # its program was re-checked while idle
-                self._stop_confirming(keep=set(self._confirming) - {self._program_key(trial.success.ws)})
+            if trial.success is not None and self._confirming:  # programs it led to were re-checked while idle
+                gone = {self._program_key(ws) for ws in self._needed(trial.success)[1]}
+                self._stop_confirming(keep=set(self._confirming) - gone)
             self._drop_ir(trial)
             self._failures += 1
             self._failed.add(hash(trial.identity))
@@ -759,6 +760,8 @@ class Engine:
         budget = AHEAD_PER_WORKER * self.executor.workers
         until = time.monotonic() + SPECULATION_SLICE
         room = self.executor.workers if room is None else room
+        if self._standby:
+            self._drop_standby()
         while budget > 0 and time.monotonic() < until:
             full = self._busy() >= room
             if full and not self._standby:
@@ -795,12 +798,34 @@ class Engine:
         ]
 
     def _give_way(self, below: float) -> None:
-        """Cancel the re-checks of one program standing by with odds below `below`."""
-        for k in self._standing_by(below)[:1]:
+        """Cancel the running re-checks of the program standing by with the lowest odds
+        below `below` (those that finished keep their verdicts)."""
+        for k in sorted(self._standing_by(below), key=lambda k: self._standby[k][1])[:1]:
             del self._standby[k]
-            for future in self._confirming.pop(k):
+            futures = self._confirming.pop(k)
+            for future in futures:
                 self._recheck_cancels += not future.done()
                 self.confirm_on.cancel(future)
+            finished = [f for f in futures if f.done() and not f.cancelled()]
+            if finished:
+                self._confirming[k] = finished
+
+    def _drop_standby(self) -> None:
+        """Stop the re-checks of programs whose own check was read, or came back, as a
+        failure (a decision may not have reached it yet), and forget the entries of
+        programs whose verdict is known: their trials hold whole branches."""
+        for k, (trial, _odds) in list(self._standby.items()):
+            self._resolve(trial)
+            failed = False
+            up: _Trial | None = trial
+            while up is not None and not failed:  # it, or a trial whose success it follows
+                self._resolve(up)
+                failed = up.verdict is False
+                up = up.branch.parent if up.branch is not None else None
+            if trial.verdict is not None or failed:
+                del self._standby[k]
+                if failed and k in self._confirming:
+                    self._stop_confirming(keep=set(self._confirming) - {k})
 
     def _most_likely(self, main: _Branch) -> tuple[float, _Trial | None, _Branch | None] | None:
         """The likeliest next piece of work: an unmaterialised trial (reached when every
@@ -810,10 +835,13 @@ class Engine:
         That program's own check may still be pending: near the end of a run it is often
         the last candidate, and the run would end one check time after its verdict. Such
         re-checks start only where every one still missing has an idle worker (one alone
-        does not shorten the run), if no trial is at least as likely to be needed, and
-        they give way to a likelier check when the workers are all busy (`_speculate`)."""
+        does not shorten the run), if no trial is at least as likely to be needed and no
+        program known to be interesting lacks its re-checks (the odds lean towards
+        success, and the candidates of a run's last round mostly fail), and they give way
+        to a likelier check when the workers are all busy (`_speculate`)."""
         best: tuple[float, _Trial | None, _Branch | None] | None = None
         pending: tuple[float, _Trial | None, _Branch | None] | None = None
+        known = False  # a program known to be interesting lacks re-checks: those go first
         todo = [main]
         looked = 0
         while todo:
@@ -824,8 +852,10 @@ class Engine:
                 looked += 1
                 trial = branch.trial(position)
                 if trial is None:
-                    if self._confirm_wanted(branch) and (best is None or reach > best[0]):
-                        best = (reach, None, branch)
+                    if self._confirm_wanted(branch):
+                        known = True
+                        if best is None or reach > best[0]:
+                            best = (reach, None, branch)
                     elif (pending is None or reach > pending[0]) and self._confirm_wanted(branch, pending=True):
                         pending = (reach, None, branch)
                     break
@@ -850,7 +880,9 @@ class Engine:
                     break  # nothing after a success is tried on this program
                 reach *= 1.0 - p
                 position += 1
-        return pending if pending is not None and (best is None or pending[0] > best[0]) else best
+        if pending is not None and not known and (best is None or pending[0] > best[0]):
+            return pending
+        return best
 
     def _confirm_wanted(self, branch: _Branch, pending: bool = False) -> bool:
         """Whether branch's program, final if every trial on it fails, lacks a re-check:
@@ -861,7 +893,10 @@ class Engine:
             return False
         lacking = self.confirm - len(self._confirming.get(self._program_key(branch.ws), ()))
         if pending and verdict is None and branch.parent is not None:
-            return 0 < lacking <= self.executor.workers - self._busy()
+            # A program on which no edit even makes a candidate to check is mostly what a
+            # chunk of a whole sweep leaves (nothing), which the odds rate far too high.
+            checkable = any(t.key is not None for t in branch.trials)
+            return checkable and 0 < lacking <= self.executor.workers - self._busy()
         return lacking > 0
 
     def _likelihood(self, trial: _Trial) -> float:
