@@ -6,7 +6,9 @@ committed; test_engine.py checks that the output is the same for any -j."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import make_script
@@ -296,41 +298,46 @@ def test_idle_workers_recheck_a_program_whose_own_check_is_still_pending(tmp_pat
     assert (tmp_path / "overlap").exists()
 
 
-def test_a_failure_read_stops_the_rechecks_of_the_program_it_would_have_made(tmp_path: Path):
-    """Idle workers may re-check a program whose own check is pending; once that check is
-    read as a failure, the program can never be final and the workers go back to work."""
+@contextlib.contextmanager
+def _a_pending_trial(
+    tmp_path: Path, workers: int, text: str = "a\nx\nb\n", position: int = 0
+) -> Iterator[tuple[Engine, _Branch, _Trial]]:
+    """An engine whose trial at `position` (of one text-lines sweep on text) is being
+    checked (every check sleeps, then fails), with the branch its success would open."""
     script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
-    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
-        ws = TextWorkspace("a\nx\nb\n")
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), workers) as ex:
+        ws = TextWorkspace(text)
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
         branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
-        trial = branch.trial(0)
+        trial = branch.trial(position)
         assert trial is not None
         engine._materialise(trial, ws)
         trial.success = engine._success_branch(trial)
+        try:
+            yield engine, branch, trial
+        finally:
+            engine._cancel()
+
+
+def test_a_failure_read_stops_the_rechecks_of_the_program_it_would_have_made(tmp_path: Path):
+    """Idle workers may re-check a program whose own check is pending; once that check is
+    read as a failure, the program can never be final and the workers go back to work."""
+    with _a_pending_trial(tmp_path, 4) as (engine, branch, trial):
+        assert trial.success is not None and trial.key is not None
         engine._start_confirming(trial.success)
         engine._start_confirming(trial.success)
         rechecks = list(engine._confirming[engine._program_key(trial.success.ws)])
-        assert trial.key is not None
         engine.cache.put(trial.key, False)  # its check came back: not interesting
         assert engine._decide(trial, branch) is False
         assert len(rechecks) == 2 and all(f.cancelled() for f in rechecks)
-        engine._cancel()
 
 
 def test_rechecks_of_a_pending_program_give_way_to_a_likelier_check(tmp_path: Path):
     """Re-checks started while their program's own check is pending hold workers only
     while nothing likelier needs them: with every worker busy, a trial more likely to be
     needed takes their place (they are cancelled, not left to run their course)."""
-    script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
-    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
-        ws = TextWorkspace("a\nx\nb\n")
-        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
-        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
-        trial = branch.trial(0)
-        assert trial is not None
-        engine._materialise(trial, ws)
-        trial.success = engine._success_branch(trial)
+    with _a_pending_trial(tmp_path, 4) as (engine, branch, trial):
+        assert trial.success is not None
         for _ in range(3):
             engine._start_confirming(trial.success, odds=0.01)
         rechecks = list(engine._confirming[engine._program_key(trial.success.ws)])
@@ -338,7 +345,6 @@ def test_rechecks_of_a_pending_program_give_way_to_a_likelier_check(tmp_path: Pa
         engine._speculate(branch)
         assert len(rechecks) == 3 and all(f.cancelled() for f in rechecks)
         assert not engine._standby and len(engine._inflight) >= 2
-        engine._cancel()
 
 
 def test_a_pending_program_is_rechecked_only_where_every_recheck_finds_a_worker(tmp_path: Path):
@@ -370,27 +376,18 @@ def test_a_pending_program_is_rechecked_only_where_every_recheck_finds_a_worker(
 def test_a_failure_stops_the_rechecks_of_every_program_it_led_to(tmp_path: Path):
     """A failure read ends the programs of the trials that follow its success too, and a
     failure that came back before a decision read it stops their re-checks already."""
-    script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
     for read in (True, False):
-        with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 8) as ex:
-            ws = TextWorkspace("a\nx\ny\nb\n")
-            engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
-            branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
-            trial = branch.trial(1)  # a, x: leaves y and b
-            assert trial is not None
-            engine._materialise(trial, ws)
-            trial.success = engine._success_branch(trial)
+        with _a_pending_trial(tmp_path, 8, "a\nx\ny\nb\n", 1) as (engine, branch, trial):  # leaves y, b
+            assert trial.success is not None and trial.key is not None
             nested = trial.success.trial(0)
             assert nested is not None
             engine._materialise(nested, trial.success.ws)
             nested.success = engine._success_branch(nested)
             engine._start_confirming(nested.success, odds=0.5)
             rechecks = list(engine._confirming[engine._program_key(nested.success.ws)])
-            assert trial.key is not None
             engine.cache.put(trial.key, False)  # trial's check came back: not interesting
             if read:
                 assert engine._decide(trial, branch) is False
             else:
                 engine._speculate(branch)
             assert rechecks and all(f.cancelled() for f in rechecks), read
-            engine._cancel()
