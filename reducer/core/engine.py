@@ -815,7 +815,6 @@ class Engine:
         failure (a decision may not have reached it yet), and forget the entries of
         programs whose verdict is known: their trials hold whole branches."""
         for k, (trial, _odds) in list(self._standby.items()):
-            self._resolve(trial)
             failed = False
             up: _Trial | None = trial
             while up is not None and not failed:  # it, or a trial whose success it follows
