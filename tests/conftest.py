@@ -82,3 +82,21 @@ def each_edit(strategy, text: str, grow: bool = False) -> list:
     """Every edit of strategy on text, materialised alone: (edit, Candidate or Rejected)."""
     ws = workspace(text)
     return [(e, ws.materialize(strategy, [e], grow=grow)) for e in ws.opportunities(strategy)]
+
+
+@pytest.fixture
+def primers(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The EarlyExecutors a run makes (one per run whose engine is primed while the
+    original is checked, see reducer/core/early.py), in order."""
+    import reducer.session
+    from reducer.core.early import EarlyExecutor
+
+    made: list[EarlyExecutor] = []
+
+    class Recorded(EarlyExecutor):
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(reducer.session, "EarlyExecutor", Recorded)
+    return made

@@ -141,24 +141,15 @@ def test_early_checks_are_cancelled_when_the_run_starts_elsewhere(tmp_path: Path
         assert inner.stats.cancelled == 2  # their process groups were killed, the workers freed
 
 
-def test_the_engine_starts_its_first_candidates_while_the_original_is_checked(tmp_path: Path, monkeypatch):
+def test_the_engine_starts_its_first_candidates_while_the_original_is_checked(tmp_path: Path, primers: list):
     """With eight workers, the original's two checks and the re-print's leave five idle:
     the engine's first candidates start on them at once, and their verdicts are used.
     With two, the first candidate starts once the original's checks end, alongside the
     re-print's. What the run decides is the same."""
-    import reducer.session
     from reducer.core import ir as irutil
     from reducer.core.workspace import MLIRWorkspace
     from reducer.session import Settings, reduce_file
 
-    primers: list[EarlyExecutor] = []
-
-    class Recorded(EarlyExecutor):
-        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-            super().__init__(*args, **kwargs)
-            primers.append(self)
-
-    monkeypatch.setattr(reducer.session, "EarlyExecutor", Recorded)
     src, reprint, log, started = (tmp_path / n for n in ("in.mlir", "reprint.mlir", "log", "engine-started"))
     # Spelled unlike MLIR prints it, so the re-printed form is checked as well.
     text = chain(16, keep=5).replace(" = ", "  =  ")
