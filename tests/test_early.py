@@ -209,3 +209,23 @@ def test_early_checks_are_stopped_when_the_check_rejects_the_reprinted_program(t
     assert result.mode == "text"
     assert time.monotonic() - start < 40
     assert "math.exp" in (tmp_path / "out.mlir").read_text()
+
+
+def test_an_early_check_that_queued_behind_the_original_gets_the_whole_calibrated_timeout(tmp_path: Path):
+    """From -j 2 on, primed checks may wait for a worker until the original's checks end.
+    The cut-off counts from when the run reads the original's verdict, not from the
+    submit: a check that queued for longer than the calibrated timeout, then ran well
+    within it, is kept, not killed and checked again."""
+    blocker = ScriptOracle(str(make_script(tmp_path / "original.sh", "sleep 3.2; exit 0")), "in.mlir", 300.0)
+    check = make_script(tmp_path / "check.sh", "sleep 0.3; exit 0")
+    provisional = ScriptOracle(str(check), "in.mlir", 300.0)
+    with LocalExecutor(None, 1) as inner:
+        original = inner.submit(b"the original\n", blocker)
+        early = EarlyExecutor(inner, provisional)
+        future = early.submit(b"module {}\n", provisional)  # queues behind the original
+        assert original.result(timeout=30).interesting  # 3.2 s > 0.8 s + 2 x KILL_GRACE
+        early.adopt(JournaledExecutor(inner, None), provisional.with_timeout(0.8))
+        concurrent.futures.wait([future], timeout=30)
+        assert not future.cancelled() and future.result().interesting
+        assert (early.kept, early.dropped) == (1, 0)
+        early.close()

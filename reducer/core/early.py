@@ -42,7 +42,6 @@ class _Early:
     data: bytes
     out: concurrent.futures.Future[Verdict]
     current: concurrent.futures.Future[Verdict]
-    submitted: float
     timer: threading.Timer | None = None
 
 
@@ -73,7 +72,7 @@ class EarlyExecutor(Executor):
         out: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
         current = self.inner.submit(data, self.provisional)
         with self._lock:
-            self._early[out] = _Early(data, out, current, time.monotonic())
+            self._early[out] = _Early(data, out, current)
         return out
 
     def submit_keyed(self, data: bytes, k: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
@@ -99,13 +98,18 @@ class EarlyExecutor(Executor):
         with self._lock:
             self.target, self.judge = target, judge
             pending = list(self._early.values())
+        # Timed from now, not from the submit: a check may have queued behind the
+        # original's (from -j 2 on the engine primes more than the idle workers), and it
+        # started at the latest now, once their verdict was read. A check that hangs may
+        # so run up to the original's check time longer; what it says is kept only if it
+        # ran within judge's timeout (`provably_same`).
+        cut_off_at = time.monotonic() + (judge.timeout or 0.0) + 2 * KILL_GRACE
         for early in pending:
             early.current.add_done_callback(functools.partial(self._settle, early))
             if judge.timeout is not None and not early.current.done():
                 # Still running past judge's timeout: cut off, not waited for (the
                 # provisional timeout is long: the original's time was not known).
-                wait = early.submitted + judge.timeout + 2 * KILL_GRACE - time.monotonic()
-                timer = threading.Timer(max(0.0, wait), self._cut_off, (early,))
+                timer = threading.Timer(max(0.0, cut_off_at - time.monotonic()), self._cut_off, (early,))
                 timer.daemon = True
                 with self._lock:
                     if self._early.get(early.out) is not early:
