@@ -15,6 +15,7 @@ from conftest import make_script
 from programs import chain
 
 from reducer.core import predictor
+from reducer.core.cache import key
 from reducer.core.engine import Engine, _Branch, _Trial
 from reducer.core.executor import LocalExecutor
 from reducer.core.oracle import ScriptOracle, Verdict
@@ -391,3 +392,32 @@ def test_a_failure_stops_the_rechecks_of_every_program_it_led_to(tmp_path: Path)
             else:
                 engine._speculate(branch)
             assert rechecks and all(f.cancelled() for f in rechecks), read
+
+
+def test_no_standby_while_a_program_known_to_be_interesting_lacks_its_rechecks(tmp_path: Path):
+    """The current program (known to be interesting) may be final; a pending candidate's
+    program rated likelier by the odds, which lean towards success, does not take the
+    workers its re-checks would need."""
+    script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
+    with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 8) as ex:
+        ws = TextWorkspace("a\nx\n")
+        engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
+        engine.cache.put(key(b""), False)  # nothing left, and "a" alone: known failures
+        engine.cache.put(key(b"a\n"), False)
+        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+        for position in range(3):  # all of it, then each line alone
+            trial = branch.trial(position)
+            assert trial is not None
+            engine._materialise(trial, ws)
+        pending = branch.trials[1]  # without "a": being checked
+        assert pending.verdict is None and branch.trials[0].verdict is branch.trials[2].verdict is False
+        pending.success = engine._success_branch(pending)
+        on_it = pending.success.trial(0)
+        while on_it is not None:  # "x" removed (this round, and the next): known to fail
+            engine._materialise(on_it, pending.success.ws)
+            assert on_it.verdict is False
+            on_it = pending.success.trial(len(pending.success.trials))
+        assert engine._confirm_wanted(pending.success, pending=True)
+        best = engine._most_likely(branch)
+        assert best is not None and best[1] is None and best[2] is branch  # the current program's re-check
+        engine._cancel()
