@@ -801,11 +801,8 @@ class Engine:
         """Cancel the running re-checks of the program standing by with the lowest odds
         below `below` (those that finished keep their verdicts)."""
         for k in sorted(self._standing_by(below), key=lambda k: self._standby[k][1])[:1]:
-            del self._standby[k]
-            futures = self._confirming.pop(k)
-            for future in futures:
-                self._recheck_cancels += not future.done()
-                self.confirm_on.cancel(future)
+            futures = self._confirming[k]
+            self._stop_confirming(keep=set(self._confirming) - {k})
             finished = [f for f in futures if f.done() and not f.cancelled()]
             if finished:
                 self._confirming[k] = finished
