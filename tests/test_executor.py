@@ -137,3 +137,34 @@ def test_a_run_survives_a_worker_killed_mid_run_with_the_same_output(tmp_path: P
     assert proc.wait(300) == 0
     assert (tmp_path / "killed.mlir").read_text() == (tmp_path / "calm.mlir").read_text()
     assert not alive(victim)
+
+
+def _core_limits(path: Path) -> list[str]:
+    return path.read_text().split()
+
+
+def test_no_check_can_dump_core_on_the_pool_or_in_this_process(tmp_path: Path):
+    """A crashing compiler must not leave a core file per candidate. The pool's workers
+    forbid core dumps for themselves (their checks inherit it, and start without a
+    function run between fork and exec); anywhere else run_in forbids them per check."""
+    seen = tmp_path / "limits"
+    body = f'echo "$(ulimit -c) $(ulimit -Hc)" >> {seen}\ngrep "Max core" /proc/$PPID/limits | tr -s " " | cut -d" " -f5,6 >> {seen}'
+    with executor(tmp_path, body, workers=1) as ex:
+        assert ex.run(b"x").interesting
+    assert _core_limits(seen) == ["0", "0", "0", "0"]  # the check's, then its worker's
+    seen.unlink()
+    oracle = ScriptOracle(str(tmp_path / "check.sh"), "in.mlir", 30.0)
+    assert oracle.run(b"x").interesting  # in this process: no pool worker
+    assert _core_limits(seen)[:2] == ["0", "0"]
+
+
+def test_a_check_ends_with_its_exit_code_without_a_pidfd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Where the kernel has no pidfd, a check is waited for by polling, to the same verdict."""
+
+    def unavailable(_pid: int) -> int:
+        raise OSError("no pidfd")
+
+    monkeypatch.setattr(os, "pidfd_open", unavailable)
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", 'sleep 0.1; grep -q bug "$1"')), "in.mlir", 5.0)
+    assert [oracle.run(d).outcome for d in (b"bug", b"fine")] == ["interesting", "not interesting"]
+

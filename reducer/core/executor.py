@@ -41,7 +41,7 @@ from typing import Any
 
 import attrs
 
-from reducer.core.oracle import Cancelled, Oracle, Verdict
+from reducer.core.oracle import Cancelled, Oracle, Verdict, no_core_dumps
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,7 @@ def _worker_main(oracle: Oracle | None, conn: multiprocessing.connection.Connect
     the task the parent wants stopped; the oracle polls it while its commands run."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    no_core_dumps()  # once here, inherited by every check (see `run_in`)
     while True:
         try:
             message = conn.recv()

@@ -16,6 +16,7 @@ import itertools
 import logging
 import os
 import resource
+import select
 import shlex
 import shutil
 import signal
@@ -248,20 +249,22 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,  # its own process group, so we can kill all of it
-            preexec_fn=_no_core_dumps,
+            # A function to run between fork and exec makes Python fork the whole process
+            # instead of vfork-ing it: 5 ms per check in a 130 MB process. The local pool's
+            # workers forbid core dumps for themselves once, and their checks inherit that.
+            preexec_fn=None if resource.getrlimit(resource.RLIMIT_CORE) == (0, 0) else no_core_dumps,
         )
         _current.append((proc.pid, check_tag))
+        exited = _exit_watch(proc.pid)
         timed_out = cancelled = False
         deadline = None if timeout is None else start + timeout
         rc: int | None = None
         try:
             while True:
                 step = CANCEL_POLL if deadline is None else max(0.0, min(CANCEL_POLL, deadline - time.monotonic()))
-                try:
-                    rc = proc.wait(timeout=step)
+                rc = _wait_exit(proc, exited, step)
+                if rc is not None:
                     break
-                except subprocess.TimeoutExpired:
-                    pass
                 if cancel():
                     cancelled = True
                     break
@@ -274,6 +277,8 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
                         pass
                     break
         finally:
+            if exited is not None:
+                os.close(exited)
             # Whatever the check left behind (background children) goes too.
             _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -374,8 +379,31 @@ class RepeatOracle(Oracle):
 _current: list[tuple[int, str]] = []  # this process's running checks: (pid, check tag)
 
 
-def _no_core_dumps() -> None:
+def no_core_dumps() -> None:
+    """A crashing compiler must not leave a core file per candidate (gigabytes each)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _exit_watch(pid: int) -> int | None:
+    """A descriptor that becomes readable when pid exits (Linux 5.3 and later), so the
+    verdict is read the moment the check ends; None where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], exited: int | None, step: float) -> int | None:
+    """proc's exit code once it exits within step seconds, else None. Without a pidfd,
+    Popen.wait polls in sleeps of up to 50 ms: on average a quarter of that added to
+    every check, and a wave of dependent checks waits for each one."""
+    if exited is None:
+        try:
+            return proc.wait(timeout=step)
+        except subprocess.TimeoutExpired:
+            return None
+    select.select([exited], [], [], step)
+    return proc.poll()
 
 
 def _kill_group(pgid: int, sig: int) -> None:
