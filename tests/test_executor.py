@@ -5,15 +5,18 @@ process group and frees its worker, and an aborted pool leaves no process behind
 from __future__ import annotations
 
 import os
+import select
 import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from conftest import make_script
 
-from reducer.core.executor import LocalExecutor
-from reducer.core.oracle import ScriptOracle
+from reducer.core import oracle as oracle_module
+from reducer.core.executor import LocalExecutor, _Cancel, _Slot
+from reducer.core.oracle import Cancelled, ScriptOracle
 
 
 def alive(pid: int) -> bool:
@@ -168,3 +171,45 @@ def test_a_check_ends_with_its_exit_code_without_a_pidfd(tmp_path: Path, monkeyp
     oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", 'sleep 0.1; grep -q bug "$1"')), "in.mlir", 5.0)
     assert [oracle.run(d).outcome for d in (b"bug", b"fine")] == ["interesting", "not interesting"]
 
+
+def test_a_cancel_is_seen_when_its_descriptor_wakes_not_at_the_next_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The pool's cancel wakes the worker's wait on its check, so an obsolete check
+    frees its worker at once; polling alone would first finish this one (30 s)."""
+    monkeypatch.setattr(oracle_module, "CANCEL_POLL", 120.0)
+    slot = _Slot()
+    cancel = _Cancel(slot, 1)
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", "sleep 30")), "in.mlir", None)
+    timer = threading.Timer(0.3, lambda: setattr(slot, "value", 1))
+    timer.start()
+    try:
+        with pytest.raises(Cancelled):
+            oracle.run(b"x", cancel=cancel)
+    finally:
+        timer.cancel()
+        slot.close()
+
+
+def test_a_wake_up_meant_for_an_earlier_task_is_drained_and_ignored():
+    slot = _Slot()
+    earlier, current = _Cancel(slot, 1), _Cancel(slot, 2)
+    slot.value = 1
+    assert earlier() and not current()
+    assert not select.select([current], [], [], 0)[0]  # drained: no busy wake-ups after it
+    slot.value = 2
+    assert select.select([current], [], [], 0)[0] and current()
+    slot.close()
+
+
+def test_submit_hands_a_check_to_an_idle_worker_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Not via the dispatcher thread, which would first need the GIL that the engine's
+    MLIR calls hold for 10-20 ms at a time: here that thread does nothing at all."""
+    monkeypatch.setattr(LocalExecutor, "_loop", lambda self: None)
+    started = tmp_path / "started"
+    ex = executor(tmp_path, f"touch {started}")
+    try:
+        ex.submit(b"x")
+        assert wait_for(started.exists)
+    finally:
+        ex.close(abort=True)

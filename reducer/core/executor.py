@@ -25,7 +25,6 @@ import abc
 import collections
 import concurrent.futures
 import contextlib
-import functools
 import itertools
 import logging
 import mmap
@@ -105,10 +104,15 @@ class Executor(abc.ABC):
 
 class _Slot:
     """The id of the task a worker should stop: 8 bytes of anonymous shared memory, which
-    a forked worker shares with the parent (no file, so it works with a full temp dir)."""
+    a forked worker shares with the parent (no file, so it works with a full temp dir),
+    and a pipe whose byte wakes the worker's wait on its check at once (`run_in`), so a
+    cancelled check frees its worker for the next one without a polling delay."""
 
     def __init__(self) -> None:
         self._memory = mmap.mmap(-1, 8)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
 
     @property
     def value(self) -> int:
@@ -117,11 +121,32 @@ class _Slot:
     @value.setter
     def value(self, task_id: int) -> None:
         struct.pack_into("q", self._memory, 0, task_id)
+        with contextlib.suppress(OSError):  # full: a wake-up is pending anyway
+            os.write(self._wake_w, b"x")
+
+    def close(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
-def _is_cancelled(slot: _Slot, task_id: int) -> bool:
-    """The cancel callback for one task: bound to its id, not the loop's current one."""
-    return slot.value == task_id
+@attrs.frozen
+class _Cancel:
+    """The cancel callback for one task: bound to its id, not the loop's current one.
+    `fileno` is readable once the parent may have cancelled something; calling it
+    drains that (a wake-up meant for an earlier task is read here and ignored)."""
+
+    slot: _Slot
+    task_id: int
+
+    def fileno(self) -> int:
+        return self.slot._wake_r
+
+    def __call__(self) -> bool:
+        with contextlib.suppress(OSError):
+            while os.read(self.slot._wake_r, 4096):
+                pass
+        return self.slot.value == self.task_id
 
 
 def _worker_main(oracle: Oracle | None, conn: multiprocessing.connection.Connection, cancel_slot: _Slot) -> None:
@@ -144,7 +169,7 @@ def _worker_main(oracle: Oracle | None, conn: multiprocessing.connection.Connect
         judge = task_oracle or oracle
         assert judge is not None, "a task names its oracle when the executor has none"
         try:
-            verdict = judge.run(data, cancel=functools.partial(_is_cancelled, cancel_slot, task_id))
+            verdict = judge.run(data, cancel=_Cancel(cancel_slot, task_id))
             reply: tuple[int, str, Any] = (task_id, "ok", verdict)
         except Cancelled:
             reply = (task_id, "cancelled", None)
@@ -211,6 +236,10 @@ class LocalExecutor(Executor):
             self.stats.checks += 1
             self._by_future[future] = task
             self._queue.append(task)
+            # Hand it to an idle worker from this thread: the dispatcher thread would
+            # first need the GIL, which this process's MLIR calls hold for 10-20 ms at a
+            # time while the engine speculates. (It is woken to watch that worker.)
+            self._dispatch()
         self._wake()
         return future
 
@@ -259,6 +288,7 @@ class LocalExecutor(Executor):
                 w.process.kill()
                 w.process.join(1.0)
             w.conn.close()
+            w.cancel_slot.close()
         for task in self._by_future.values():
             task.future.cancel()
         os.close(self._wake_r)
@@ -340,6 +370,7 @@ class LocalExecutor(Executor):
         w.task = None
         with contextlib.suppress(OSError):
             w.conn.close()
+        w.cancel_slot.close()
         w.process.join(0.1)
         self.stats.lost_workers += 1
         index = self._pool.index(w)
