@@ -537,6 +537,33 @@ def test_a_killed_speculating_run_continues_to_the_same_output(case: Path):
     assert_clean(case)
 
 
+def test_a_run_whose_main_process_is_killed_leaves_no_worker_holding_its_locks(case: Path):
+    """The OOM killer picks the largest process: the one holding the MLIR, not its
+    workers. They stop too (a running check with them), so the run's locks are free
+    and a rerun continues it, instead of finding the output busy for good."""
+    (case / "input.mlir").write_text(BIG)
+    hang = case / "hang"
+    hang.touch()
+    make_script(
+        case / "check.sh",
+        f'[ -e {hang} ] && [ "$(grep -c negf "$1")" -lt 40 ] && {{ echo $PPID > {case}/worker; sleep 30; }}; '
+        'grep -q math.exp "$1"',
+    )
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2")
+    wait_for(lambda: (case / "worker").exists() and (case / "worker").read_text().strip())
+    proc.kill()  # the main process alone
+    proc.wait(timeout=60)  # not communicate(): the workers hold its stderr until they end
+    deadline = time.monotonic() + 10
+    while ours(case) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ours(case), "workers outlived the run"
+    hang.unlink()
+    again = cli(case, "input.mlir", "--check", "check.sh", "-j", "2")
+    assert again.returncode == 0, again.stderr  # not "busy": nothing holds the output's lock
+    assert (case / "input.reduced.mlir").read_text().count("\n") < BIG.count("\n")
+    assert_clean(case)
+
+
 def test_a_state_of_another_command_is_refused(case: Path):
     (case / "input.mlir").write_text(BIG)
     make_script(case / "check.sh", 'sleep 0.2; grep -q math.exp "$1"')

@@ -138,6 +138,7 @@ class _Cancel:
 
     slot: _Slot
     task_id: int
+    parent: int | None = None  # the pool's process: a check outliving it is stopped too
 
     def fileno(self) -> int:
         return self.slot._wake_r
@@ -146,12 +147,26 @@ class _Cancel:
         with contextlib.suppress(OSError):
             while os.read(self.slot._wake_r, 4096):
                 pass
-        return self.slot.value == self.task_id
+        return self.slot.value == self.task_id or (self.parent is not None and os.getppid() != self.parent)
 
 
-def _worker_main(oracle: Oracle | None, conn: multiprocessing.connection.Connection, cancel_slot: _Slot) -> None:
+def _worker_main(
+    oracle: Oracle | None,
+    conn: multiprocessing.connection.Connection,
+    cancel_slot: _Slot,
+    inherited: list[multiprocessing.connection.Connection],
+) -> None:
     """A worker: run tasks from conn until told to stop. `cancel_slot` holds the id of
-    the task the parent wants stopped; the oracle polls it while its commands run."""
+    the task the parent wants stopped; the oracle polls it while its commands run.
+
+    If the parent dies (the OOM killer picks the largest process, which is the one
+    holding the MLIR), the worker must not outlive it: it holds the run's locks, so a
+    rerun would find the output busy for good. `inherited` are the parent's ends of the
+    pool's pipes, copied here by the fork: closed, they let recv see the parent go, and
+    a running check is stopped as if cancelled when this process's parent changes."""
+    for end in inherited:
+        end.close()
+    parent = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     no_core_dumps()  # once here, inherited by every check (see `run_in`)
@@ -164,12 +179,15 @@ def _worker_main(oracle: Oracle | None, conn: multiprocessing.connection.Connect
             return
         task_id, data, task_oracle = message
         if cancel_slot.value == task_id:
-            conn.send((task_id, "cancelled", None))
+            try:
+                conn.send((task_id, "cancelled", None))
+            except (OSError, ValueError):
+                return
             continue
         judge = task_oracle or oracle
         assert judge is not None, "a task names its oracle when the executor has none"
         try:
-            verdict = judge.run(data, cancel=_Cancel(cancel_slot, task_id))
+            verdict = judge.run(data, cancel=_Cancel(cancel_slot, task_id, parent))
             reply: tuple[int, str, Any] = (task_id, "ok", verdict)
         except Cancelled:
             reply = (task_id, "cancelled", None)
@@ -222,6 +240,7 @@ class LocalExecutor(Executor):
         self._ids = itertools.count(1)
         self._wake_r, self._wake_w = os.pipe()
         self._closing = False
+        self._ends: list[multiprocessing.connection.Connection] = []  # the parent's ends of the workers' pipes
         self._pool: list[_Worker] = [self._spawn() for _ in range(self.workers)]
         self._thread = threading.Thread(target=self._loop, name="ireereduce-executor", daemon=True)
         self._thread.start()
@@ -298,13 +317,15 @@ class LocalExecutor(Executor):
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe()
         slot = _Slot()
+        inherited = [*self._ends, parent]  # the worker closes its copies (`_worker_main`)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
             process = self._ctx.Process(
-                target=_worker_main, args=(self.oracle, child, slot), daemon=True, name="ireereduce-worker"
+                target=_worker_main, args=(self.oracle, child, slot, inherited), daemon=True, name="ireereduce-worker"
             )
             process.start()
         child.close()
+        self._ends.append(parent)
         return _Worker(process, parent, slot)
 
     def _wake(self) -> None:
@@ -370,6 +391,8 @@ class LocalExecutor(Executor):
         w.task = None
         with contextlib.suppress(OSError):
             w.conn.close()
+        if w.conn in self._ends:
+            self._ends.remove(w.conn)
         w.cancel_slot.close()
         w.process.join(0.1)
         self.stats.lost_workers += 1
