@@ -34,7 +34,7 @@ from reducer.core.oracle import KILL_GRACE, Oracle, RepeatOracle, ScriptOracle, 
 from reducer.core.state import Busy, OutputLock, RunState, differences, fingerprint
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
-from reducer.iree import dispatch, phases, upstream
+from reducer.iree import dispatch, phases, report, upstream
 from reducer.iree.flags import reduce_flags
 from reducer.iree.oracles import CompileOracle, SlowCompileOracle, parse_command
 from reducer.iree.oracles.command import Command, CommandError
@@ -1086,12 +1086,15 @@ def _reduce_on(
 
         # Loading the strategies (the MLIR bindings, networkx: about a second) while the
         # original's checks run takes it off the way to the engine's first check, and
-        # idle workers may start that check and the next ones already.
+        # idle workers may start that check and the next ones already. What the end of
+        # the run needs (the report's tool versions: a subprocess and importlib.metadata,
+        # 50 ms) is read here too, where this process would only wait.
         def meanwhile(reprinted: _Reprinted | None) -> None:
             loaded.append(registry())
             found = _prime(settings, reprinted, loaded[0], inner, monitor.engine_event, primers) if reprinted else None
             primed.extend([found] if found is not None else [])
             _load_deferred(loaded[0])
+            report.versions()
 
         oracle, verdict, timeout, flaky_start, early = _check_original(
             settings,
