@@ -9,10 +9,18 @@ the engine keeps 8 checks in flight. One row per configuration: wall time, check
 speculative checks whose verdict was not needed, worker utilisation (busy
 worker-seconds / (workers x wall)), and whether the output is byte-identical to the
 first row's. Results go to benchmarks/results/parallel.json with the commit measured.
+
+`--repeat N` runs every configuration N times and reports the run with the median wall
+time (all N walls are kept in the results file): on a 2-core machine one run's wall
+varies by a tenth of a second or more. Before the first run, the ireereduce package's
+bytecode is compiled once (`compileall`, next to its sources), as Python would have
+cached it after the first run anywhere PYTHONDONTWRITEBYTECODE is not set; where it is
+set, every run would otherwise compile ireereduce's 50-odd modules again (0.1-0.2 s).
 """
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import hashlib
 import json
@@ -26,6 +34,8 @@ import time
 from pathlib import Path
 
 import click
+
+import reducer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -98,16 +108,23 @@ def run(config: str, sleep: float, extra: list[str]) -> dict:
 @click.option("--sleep", default=1.0, show_default=True, help="Seconds each check sleeps.")
 @click.option("--save/--no-save", default=True, show_default=True, help="Write the results file.")
 @click.option("--results", default="parallel.json", show_default=True, help="Its name in benchmarks/results/.")
+@click.option("--repeat", default=1, show_default=True, help="Runs per configuration; the median one is reported.")
 @click.argument("extra", nargs=-1)
-def main(configs: str, sleep: float, save: bool, results: str, extra: tuple[str, ...]) -> None:
+def main(configs: str, sleep: float, save: bool, results: str, repeat: int, extra: tuple[str, ...]) -> None:
     rows = []
+    package = Path(reducer.__file__).resolve().parent.parent
+    for name in ("reducer", "strategies"):
+        compileall.compile_dir(str(package / name), quiet=1)
     click.echo(f"commit {measured.commit()}; check: sleep {sleep}; grep\n")
     click.echo(
         "| configuration | wall s | vs local:1 | checks | wasted speculative | utilisation | lost workers | final ops | same output |"
     )
     click.echo("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for config in configs.split(","):
-        r = run(config.strip(), sleep, list(extra))
+        runs = sorted((run(config.strip(), sleep, list(extra)) for _ in range(repeat)), key=lambda r: r["seconds"])
+        if len({r["output_sha"] for r in runs}) > 1:
+            raise SystemExit(f"{config}: the output differs between runs")
+        r = dict(runs[(len(runs) - 1) // 2], walls=[x["seconds"] for x in runs])
         rows.append(r)
         base = rows[0]
         click.echo(
@@ -116,7 +133,9 @@ def main(configs: str, sleep: float, save: bool, results: str, extra: tuple[str,
         )
     if save:
         path = HERE / "results" / results
-        path.write_text(json.dumps({"commit": measured.commit(), "sleep": sleep, "rows": rows}, indent=1) + "\n")
+        path.write_text(
+            json.dumps({"commit": measured.commit(), "sleep": sleep, "repeat": repeat, "rows": rows}, indent=1) + "\n"
+        )
         click.echo(f"\nwritten to {path.relative_to(HERE.parent)}")
 
 
