@@ -9,6 +9,7 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from conftest import make_script
 
 from reducer.core import oracle as oracle_module
 from reducer.core.executor import LocalExecutor, _Cancel, _Slot
-from reducer.core.oracle import Cancelled, ScriptOracle
+from reducer.core.oracle import Cancelled, ScriptOracle, run_scope
 
 
 def alive(pid: int) -> bool:
@@ -38,6 +39,15 @@ def wait_for(predicate, seconds: float = 10.0) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+@pytest.fixture(autouse=True)
+def _in_a_run() -> Iterator[None]:
+    """Each test's checks run inside a run's scope, as ireereduce's do: several kill
+    their worker mid-check, and only the scope removes what such a check left (its
+    temp dir), so the suite leaves nothing in the machine's temp dir."""
+    with run_scope():
+        yield
 
 
 def executor(tmp_path: Path, body: str, workers: int = 2) -> LocalExecutor:
