@@ -10,16 +10,17 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
 import multiprocessing_logging
-from rich.console import Console
-from rich.table import Table
 
 from reducer import api, progress, session
 from reducer.session import EXIT_CODES, Result, Settings, UserError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: The defaults live once, in Settings; the options show them.
 DEFAULTS = {f.name: f.default for f in attrs.fields(Settings)}
@@ -434,8 +435,12 @@ def main(
         resources=_resources(resources),
         check_files=_names(check_files) or (),
     )
-    console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
     monitor = progress.Monitor(heartbeat=heartbeat)
+    # rich (50 ms to import) is for the summary at the end: imported while the run only
+    # waits for the original's checks, not before its first check (unless a terminal
+    # shows the live status from the start).
+    monitor.on_idle.append(_import_rich)
+    console: Console | None = None
     with contextlib.ExitStack() as stack:
         if progress_json:
             stream = sys.stdout if progress_json == "-" else stack.enter_context(open(progress_json, "w"))
@@ -443,6 +448,7 @@ def main(
         if print_diff:
             monitor.on_candidate.append(_diff_printer(monitor))
         if not quiet and sys.stderr.isatty():
+            console = _console()
             stack.enter_context(progress.LiveStatus(monitor, console))
         elif not quiet:
             monitor.listeners.append(progress.HeartbeatLine(monitor, lambda line: click.echo(line, err=True)))
@@ -464,7 +470,7 @@ def main(
             )
             sys.exit(session.EXIT_INTERNAL)
     _stop_worker_logging()
-    _summary(console, done.result)
+    _summary(console or _console(), done.result)
     code = api.EXIT_OF_STATUS[done.status]
     if done.status == "interrupted":
         where = (
@@ -625,7 +631,20 @@ def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
     multiprocessing_logging.install_mp_handler()  # worker records arrive through one queue
 
 
+def _import_rich() -> None:
+    import rich.console
+    import rich.table  # noqa: F401
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+
+
 def _summary(console: Console, result: Result) -> None:
+    from rich.table import Table
+
     s = result.stats
     original, final = s.original, s.final
     table = Table(title=f"ireereduce: {result.output}", title_justify="left", show_edge=False)

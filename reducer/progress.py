@@ -87,6 +87,10 @@ class Monitor:
         self.listeners: list[Listener] = [on_event] if on_event else []
         #: Called with each improving candidate (its text too): --print-diff.
         self.on_candidate: list[Callable[[Any], None]] = []
+        #: Called once while the run only waits for the original's checks, its first
+        #: engine checks started: the caller's own warm-up (the CLI imports rich there,
+        #: 50 ms that would otherwise delay those first checks or the exit).
+        self.on_idle: list[Callable[[], None]] = []
         self.start_text: str | None = None
         self.heartbeat = heartbeat
         self.poll = poll
@@ -114,6 +118,14 @@ class Monitor:
 
     def phase(self, name: str) -> None:
         self._phase = name
+
+    def idle(self) -> None:
+        """The run only waits for checks now: each `on_idle` warm-up runs, once. One that
+        fails is left for the code that needs it to meet."""
+        warm_ups, self.on_idle = self.on_idle, []
+        for warm_up in warm_ups:
+            with contextlib.suppress(Exception):
+                warm_up()
 
     def start(self, original: Any, start: Any, mode: str, jobs: int, timeout: float, text: str = "") -> None:
         self._original, self._best = original, start

@@ -1088,13 +1088,15 @@ def _reduce_on(
         # original's checks run takes it off the way to the engine's first check, and
         # idle workers may start that check and the next ones already. What the end of
         # the run needs (the report's tool versions: a subprocess and importlib.metadata,
-        # 50 ms) is read here too, where this process would only wait.
+        # 50 ms; the caller's `Monitor.on_idle`) is done here too, where this process
+        # would only wait.
         def meanwhile(reprinted: _Reprinted | None) -> None:
             loaded.append(registry())
             found = _prime(settings, reprinted, loaded[0], inner, monitor.engine_event, primers) if reprinted else None
             primed.extend([found] if found is not None else [])
             _load_deferred(loaded[0])
             report.versions()
+            monitor.idle()
 
         oracle, verdict, timeout, flaky_start, early = _check_original(
             settings,

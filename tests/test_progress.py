@@ -139,6 +139,17 @@ def test_the_python_api_reduces_text_and_reports_events(case: Path):
     assert kinds[0] == "start" and "improve" in kinds and kinds[-1] == "reduced"
 
 
+def test_a_warm_up_runs_once_while_the_original_is_checked(case: Path):
+    """`Monitor.on_idle` is the caller's slot for work the end of the run needs (the CLI
+    imports rich there): once, while the run only waits for the original's checks."""
+    monitor = progress.Monitor()
+    phases: list[str] = []
+    monitor.on_idle.append(lambda: phases.append(monitor.status().phase))
+    done = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=2, monitor=monitor)
+    assert done.status == "reduced"
+    assert phases == ["checking the original"]
+
+
 def test_the_python_api_takes_a_ready_made_oracle_and_a_path(case: Path):
     oracle = ScriptOracle(str(case / "check.sh"), "input.mlir", None)
     done = reducer.reduce(case / "input.mlir", oracle=oracle, jobs=1, max_checks=2)
