@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -34,11 +35,15 @@ from reducer.core.oracle import KILL_GRACE, Oracle, RepeatOracle, ScriptOracle, 
 from reducer.core.state import Busy, OutputLock, RunState, differences, fingerprint
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, MLIRWorkspace, Size, TextWorkspace, Workspace
-from reducer.iree import dispatch, phases, report, upstream
-from reducer.iree.flags import reduce_flags
-from reducer.iree.oracles import CompileOracle, SlowCompileOracle, parse_command
-from reducer.iree.oracles.command import Command, CommandError
 from reducer.progress import Monitor
+
+if TYPE_CHECKING:
+    from reducer.iree import dispatch
+
+# The IREE room's modules are imported where they are used: most runs need them only
+# after the original's checks (triage, flags, the report) or not at all (a check script
+# needs no built-in oracle), and every module imported before those checks delays them
+# and the engine's first. `_reduce_on` imports them while the original's checks run.
 
 log = logging.getLogger(__name__)
 
@@ -615,6 +620,9 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
                 raise UserError(EXIT_USAGE, f"{flag} goes with --compile, not with --check")
         script, args = _script_and_args(settings.check)
         return ScriptOracle(check_script(script), basename, timeout, args + tuple(settings.test_args))
+    from reducer.iree.oracles import CompileOracle, SlowCompileOracle, parse_command
+    from reducer.iree.oracles.command import Command, CommandError
+
     timing = settings.slower_than is not None or settings.slower_than_factor is not None
     try:
         command = parse_command(settings.compile or "", needs_output=settings.mismatch)
@@ -1086,15 +1094,17 @@ def _reduce_on(
 
         # Loading the strategies (the MLIR bindings, networkx: about a second) while the
         # original's checks run takes it off the way to the engine's first check, and
-        # idle workers may start that check and the next ones already. What the end of
-        # the run needs (the report's tool versions: a subprocess and importlib.metadata,
-        # 50 ms; the caller's `Monitor.on_idle`) is done here too, where this process
-        # would only wait.
+        # idle workers may start that check and the next ones already. What the rest of
+        # the run needs (the IREE room; the report's tool versions: a subprocess and
+        # importlib.metadata, 50 ms; the caller's `Monitor.on_idle`) is done here too,
+        # where this process would only wait.
         def meanwhile(reprinted: _Reprinted | None) -> None:
             loaded.append(registry())
             found = _prime(settings, reprinted, loaded[0], inner, monitor.engine_event, primers) if reprinted else None
             primed.extend([found] if found is not None else [])
             _load_deferred(loaded[0])
+            from reducer.iree import flags, phases, report, upstream  # noqa: F401  (see the imports)
+
             report.versions()
             monitor.idle()
 
@@ -1277,6 +1287,8 @@ def _reduce_on(
         raise
     try:
         if flags_reduced:
+            from reducer.iree.flags import reduce_flags
+
             flags = reduce_flags(oracle, final_text.encode(), inner)
             stats.oracle_calls += flags.checks
             oracle = flags.oracle
@@ -1290,6 +1302,8 @@ def _reduce_on(
             def interesting(candidate: str) -> bool:
                 checks[0] += 1
                 return inner.run(candidate.encode(), judge).interesting
+
+            from reducer.iree import upstream
 
             final_text, done = upstream.clean(final_text, interesting)
             stats.oracle_calls += checks[0]
@@ -1375,6 +1389,9 @@ def _workflows(
     settings: Settings, text: str, oracle: Oracle, findings: Findings, executor: Executor
 ) -> tuple[str, Oracle]:
     """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase."""
+    from reducer.iree import dispatch, phases
+    from reducer.iree.oracles import CompileOracle
+
     if not isinstance(oracle, CompileOracle):
         if settings.isolate_dispatch or settings.from_phase_dump:
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need a --compile failure oracle")
