@@ -186,7 +186,12 @@ def test_a_cancel_is_seen_when_its_descriptor_wakes_not_at_the_next_poll(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """The pool's cancel wakes the worker's wait on its check, so an obsolete check
-    frees its worker at once; polling alone would first finish this one (30 s)."""
+    frees its worker at once; polling alone would first finish this one (30 s). Only
+    where the check's exit is waited for through a pidfd."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        pytest.skip("no pidfd here: a cancel is seen at the next poll")
     monkeypatch.setattr(oracle_module, "CANCEL_POLL", 120.0)
     slot = _Slot()
     cancel = _Cancel(slot, 1)
@@ -223,3 +228,22 @@ def test_submit_hands_a_check_to_an_idle_worker_itself(tmp_path: Path, monkeypat
         assert wait_for(started.exists)
     finally:
         ex.close(abort=True)
+
+
+def test_a_worker_whose_descriptors_are_numbered_past_1024_still_checks(tmp_path: Path):
+    """select() refuses descriptors numbered 1024 or more, which a main process with
+    hundreds of workers hands out (five per worker): the wait on a check uses poll()."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("the descriptor limit is below 1200 here")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with executor(tmp_path, 'grep -q keep "$1"', workers=1) as ex:
+            assert [ex.run(b"keep").outcome, ex.run(b"drop").outcome] == ["interesting", "not interesting"]
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

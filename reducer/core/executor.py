@@ -124,10 +124,18 @@ class _Slot:
         with contextlib.suppress(OSError):  # full: a wake-up is pending anyway
             os.write(self._wake_w, b"x")
 
+    def close_reader(self) -> None:
+        """In the parent, once the worker is forked: only the worker reads the pipe."""
+        if self._wake_r >= 0:
+            os.close(self._wake_r)
+            self._wake_r = -1
+
     def close(self) -> None:
         for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._wake_r = self._wake_w = -1
 
 
 @attrs.frozen
@@ -155,6 +163,7 @@ def _worker_main(
     conn: multiprocessing.connection.Connection,
     cancel_slot: _Slot,
     inherited: list[multiprocessing.connection.Connection],
+    parent: int,
 ) -> None:
     """A worker: run tasks from conn until told to stop. `cancel_slot` holds the id of
     the task the parent wants stopped; the oracle polls it while its commands run.
@@ -163,10 +172,10 @@ def _worker_main(
     holding the MLIR), the worker must not outlive it: it holds the run's locks, so a
     rerun would find the output busy for good. `inherited` are the parent's ends of the
     pool's pipes, copied here by the fork: closed, they let recv see the parent go, and
-    a running check is stopped as if cancelled when this process's parent changes."""
+    a running check is stopped as if cancelled when this process's parent is no longer
+    `parent` (its pid, passed in: read here, it may already be the reaper's)."""
     for end in inherited:
         end.close()
-    parent = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     no_core_dumps()  # once here, inherited by every check (see `run_in`)
@@ -321,10 +330,14 @@ class LocalExecutor(Executor):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
             process = self._ctx.Process(
-                target=_worker_main, args=(self.oracle, child, slot, inherited), daemon=True, name="ireereduce-worker"
+                target=_worker_main,
+                args=(self.oracle, child, slot, inherited, os.getpid()),
+                daemon=True,
+                name="ireereduce-worker",
             )
             process.start()
         child.close()
+        slot.close_reader()
         self._ends.append(parent)
         return _Worker(process, parent, slot)
 
