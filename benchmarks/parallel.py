@@ -108,7 +108,13 @@ def run(config: str, sleep: float, extra: list[str]) -> dict:
 @click.option("--sleep", default=1.0, show_default=True, help="Seconds each check sleeps.")
 @click.option("--save/--no-save", default=True, show_default=True, help="Write the results file.")
 @click.option("--results", default="parallel.json", show_default=True, help="Its name in benchmarks/results/.")
-@click.option("--repeat", default=1, show_default=True, help="Runs per configuration; the median one is reported.")
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Runs per configuration; the median one is reported (odd N: the middle one).",
+)
 @click.argument("extra", nargs=-1)
 def main(configs: str, sleep: float, save: bool, results: str, repeat: int, extra: tuple[str, ...]) -> None:
     rows = []

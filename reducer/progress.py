@@ -87,9 +87,10 @@ class Monitor:
         self.listeners: list[Listener] = [on_event] if on_event else []
         #: Called with each improving candidate (its text too): --print-diff.
         self.on_candidate: list[Callable[[Any], None]] = []
-        #: Called once while the run only waits for the original's checks, its first
-        #: engine checks started: the caller's own warm-up (the CLI imports rich there,
-        #: 50 ms that would otherwise delay those first checks or the exit).
+        #: Called once, if at all, while the run only waits for the original's checks,
+        #: its first engine checks started (not on a resumed run, nor with an oracle that
+        #: measures time): the caller's own warm-up (the CLI imports rich there, 50 ms
+        #: that would otherwise delay those first checks).
         self.on_idle: list[Callable[[], None]] = []
         self.start_text: str | None = None
         self.heartbeat = heartbeat
