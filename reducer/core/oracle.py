@@ -256,7 +256,6 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
             # workers forbid core dumps for themselves once, and their checks inherit that.
             preexec_fn=None if resource.getrlimit(resource.RLIMIT_CORE) == (0, 0) else no_core_dumps,
         )
-        _current.append((proc.pid, check_tag))
         exited: int | None = None
         timed_out = cancelled = False
         deadline = None if timeout is None else start + timeout
@@ -285,7 +284,6 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
             # Whatever the check left behind (background children) goes too.
             _kill_group(proc.pid, signal.SIGKILL)
             proc.wait()
-            _current.remove((proc.pid, check_tag))
             sweep(CHECK_TAG_ENV, check_tag)  # and those that left the group (setsid)
     if cancelled:
         raise Cancelled
@@ -379,9 +377,6 @@ class RepeatOracle(Oracle):
         return self.inner.why_not(verdict)
 
 
-_current: list[tuple[int, str]] = []  # this process's running checks: (pid, check tag)
-
-
 def no_core_dumps() -> None:
     """A crashing compiler must not leave a core file per candidate (gigabytes each)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -423,11 +418,3 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def kill_running_checks(*_args: object) -> None:
-    """Signal handler for workers: take the running check's whole process group down too."""
-    for pid, tag in list(_current):
-        _kill_group(pid, signal.SIGKILL)
-        sweep(CHECK_TAG_ENV, tag)
-    os._exit(1)
