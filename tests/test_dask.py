@@ -73,6 +73,65 @@ def test_scheduler_and_resources_need_the_dask_executor(tmp_path: Path):
     assert proc.returncode == 2 and "go with --executor dask" in proc.stderr
 
 
+def _worker(tmp: Path, check: Path) -> subprocess.Popen[bytes]:
+    """A process like a `dask worker` started on its own: outside any run's scope, it
+    judges one candidate the way a task does."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IREEREDUCE_")}
+    env["TMPDIR"] = str(tmp)
+    code = (
+        "import sys\n"
+        "from reducer.core.oracle import ScriptOracle, task_scope\n"
+        "with task_scope():\n"
+        "    print(ScriptOracle(sys.argv[1], 'in.mlir', 60.0).run(b'x').interesting)\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code, str(check)], env=env, stdout=subprocess.PIPE)
+
+
+def _tagged(tmp: Path, checks_only: bool = False) -> list[int]:
+    """Live processes started under tmp as their temp dir (`checks_only`: by a check)."""
+    import psutil
+
+    from reducer.core.oracle import CHECK_TAG_ENV
+
+    found = []
+    for p in psutil.process_iter():
+        try:
+            environ = p.environ()
+            if (
+                environ.get("TMPDIR") == str(tmp)
+                and (CHECK_TAG_ENV in environ or not checks_only)
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
+                found.append(p.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_what_a_worker_killed_mid_check_leaves_the_next_check_on_its_machine_sweeps(tmp_path: Path):
+    """Outside the run's scope (a remote worker), SIGKILL on the worker left the check's
+    candidate directory and its processes (`setsid` ones too) for ever."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    hang = make_script(tmp_path / "hang.sh", f"setsid sleep 300 & echo $PPID > {tmp_path}/worker; sleep 300")
+    worker = _worker(tmp, hang)
+    wait_for = time.monotonic() + 30
+    while not ((tmp_path / "worker").exists() and (tmp_path / "worker").read_text().strip()):
+        assert time.monotonic() < wait_for, "the check never started"
+        time.sleep(0.05)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    assert [p.name for p in tmp.iterdir()], "nothing was left to sweep"
+    assert len(_tagged(tmp)) == 3  # the check, its sleep and its setsid child: orphans
+    quick = _worker(tmp, make_script(tmp_path / "quick.sh", "exit 0"))
+    assert quick.communicate(timeout=60)[0].strip() == b"True"
+    assert list(tmp.iterdir()) == []
+    deadline = time.monotonic() + 3
+    while _tagged(tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _tagged(tmp) == []
+
+
 # -- a real cluster on 127.0.0.1 ---------------------------------------------------------
 
 
@@ -82,6 +141,10 @@ class Cluster:
         tmp.mkdir(parents=True, exist_ok=True)
         self.file = tmp / "scheduler.json"
         env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="3")
+        # The workers' temp dir is theirs alone, to see what they leave there.
+        self.worker_tmp = tmp / "worker-tmp"
+        self.worker_tmp.mkdir()
+        env["TMPDIR"] = str(self.worker_tmp)
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         self.env = env
         self.procs = [
@@ -195,6 +258,10 @@ def test_a_real_compile_failure_reduces_the_same_on_a_cluster_even_when_a_worker
     t.join()
     assert killed, "no worker was killed mid-run"
     assert again == local
+    # The killed worker's candidate directory and check were swept by a later check there
+    # (Dask keeps its own scratch space in the same temp dir).
+    assert [p.name for p in cluster.worker_tmp.iterdir() if p.name.startswith("ireereduce")] == []
+    assert _tagged(cluster.worker_tmp, checks_only=True) == []
 
 
 @pytest.mark.e2e

@@ -10,6 +10,8 @@ Dask cannot interrupt a running task (dask/distributed#4694). Each check therefo
 watches a `distributed.Event` named after it, and kills its own process group once the
 engine sets it. A worker lost mid-check is Dask's to retry elsewhere; a check whose
 workers keep dying ends as `KilledWorker`, which becomes the verdict "worker died".
+On a worker outside the run's own scope each check has a run directory of its own
+(`task_scope`): what a killed worker leaves, the next check on that machine sweeps.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, ClassVar
 import attrs
 
 from reducer.core.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
-from reducer.core.oracle import CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never
+from reducer.core.oracle import CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never, task_scope
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +75,13 @@ class ShippedScript(Oracle):
             h.update(name.encode() + b"\0" + content + b"\0")
         return h.hexdigest()
 
+    @property
+    def dirname(self) -> str:
+        return f"ireereduce-check-{self.digest}"
+
     def directory(self) -> str:
-        return os.path.join(tempfile.gettempdir(), f"ireereduce-check-{self.digest}")
+        """Where it is installed on this machine: each worker has its own temp dir."""
+        return os.path.join(tempfile.gettempdir(), self.dirname)
 
     def install(self) -> str:
         """The script's path on this machine, written there the first time."""
@@ -112,8 +119,9 @@ def ship(oracle: Oracle, check_files: Sequence[str] = ()) -> Oracle:
     return ShippedScript(tuple(files), oracle.basename, oracle.timeout)
 
 
-def _remove_installed(directory: str) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
+def _remove_installed(dirname: str) -> None:
+    """On a worker: its temp dir, not the client's, holds the installed script."""
+    shutil.rmtree(os.path.join(tempfile.gettempdir(), dirname), ignore_errors=True)
 
 
 def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
@@ -130,7 +138,8 @@ def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
         return bool(seen["set"])
 
     try:
-        return oracle.run(data, cancelled)
+        with task_scope():  # a worker killed mid-check leaves nothing behind for long
+            return oracle.run(data, cancelled)
     except Cancelled:
         return None
 
@@ -197,7 +206,7 @@ class DaskExecutor(Executor):
         if entry is None:
             shipped = ship(oracle, self.check_files)
             if isinstance(shipped, ShippedScript):
-                self._installed.add(shipped.directory())
+                self._installed.add(shipped.dirname)
             entry = (oracle, self.client.scatter(shipped, broadcast=True, hash=False), shipped)
             self._shipped[id(oracle)] = entry  # keeps the oracle alive, so its id stays its own
         return entry[1]
@@ -266,8 +275,8 @@ class DaskExecutor(Executor):
         else:
             concurrent.futures.wait(pending)
         with contextlib.suppress(Exception):
-            for directory in self._installed:
-                self.client.run(_remove_installed, directory)
+            for dirname in self._installed:
+                self.client.run(_remove_installed, dirname)
         with contextlib.suppress(Exception):
             self.client.close()
         self._close_cluster()

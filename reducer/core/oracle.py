@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import contextvars
 import fcntl
 import itertools
 import logging
@@ -151,23 +152,68 @@ def run_scope() -> Iterator[str]:
     it ends (a worker killed mid-check with os._exit included), removing one directory
     and sweeping one tag leaves nothing behind, `setsid` children included."""
     _remove_stale_runs()
-    run_dir = tempfile.mkdtemp(prefix="ireereduce-run-")
-    tag = os.path.basename(run_dir)
-    lock = os.open(os.path.join(run_dir, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, RUN_TAG_ENV)}
-    os.environ[RUN_DIR_ENV], os.environ[RUN_TAG_ENV] = run_dir, tag
+    with _locked_run_dir() as (run_dir, tag):
+        saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, RUN_TAG_ENV)}
+        os.environ[RUN_DIR_ENV], os.environ[RUN_TAG_ENV] = run_dir, tag
+        try:
+            yield run_dir
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+#: A task's own run directory and tag (`task_scope`), for the thread running it.
+_task_scope: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("task_scope", default=None)
+
+
+@contextlib.contextmanager
+def task_scope() -> Iterator[None]:
+    """What `run_scope` is to a run, for one check on a machine the run's scope does not
+    reach (a Dask worker started on its own): if the worker is killed mid-check (the
+    OOM killer, kill -9), its candidate's directory and the check's processes are
+    swept by the next task or run on that machine, instead of staying forever. Per
+    thread, not per process: a worker may run checks of several runs at once. A no-op
+    in a process that inherited a live run's directory (the local pool, the embedded
+    Dask cluster)."""
+    inherited = os.environ.get(RUN_DIR_ENV)
+    if inherited is not None and os.path.isdir(inherited):
+        yield
+        return
+    _remove_stale_runs()
+    with _locked_run_dir() as scope:
+        token = _task_scope.set(scope)
+        try:
+            yield
+        finally:
+            _task_scope.reset(token)
+
+
+@contextlib.contextmanager
+def _locked_run_dir() -> Iterator[tuple[str, str]]:
+    """A new run directory, locked by this process, and its tag; gone with what carries
+    the tag when the block ends. It is made under another name and renamed once
+    locked, so a sweep starting meanwhile never takes it for a dead run's."""
+    base = tempfile.gettempdir()
+    staging = tempfile.mkdtemp(prefix="ireereduce-new-", dir=base)
+    lock = os.open(os.path.join(staging, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        yield run_dir
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run_dir = os.path.join(base, "ireereduce-run-" + os.path.basename(staging)[len("ireereduce-new-") :])
+        os.rename(staging, run_dir)
+    except BaseException:
+        os.close(lock)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    tag = os.path.basename(run_dir)
+    try:
+        yield run_dir, tag
     finally:
         sweep(RUN_TAG_ENV, tag)
         shutil.rmtree(run_dir, ignore_errors=True)
         os.close(lock)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _remove_stale_runs() -> None:
@@ -224,7 +270,8 @@ def sweep(variable: str, value: str) -> int:
 def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
     """A fresh temporary directory holding the candidate under the input's file name,
     inside the run's directory when there is one."""
-    parent = os.environ.get(RUN_DIR_ENV)
+    scoped = _task_scope.get()
+    parent = scoped[0] if scoped is not None else os.environ.get(RUN_DIR_ENV)
     if parent is not None and not os.path.isdir(parent):
         parent = None
     with tempfile.TemporaryDirectory(prefix="ireereduce-", dir=parent) as tmp:
@@ -239,8 +286,9 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     if cancel():
         raise Cancelled
     err_path = os.path.join(tmp, ".ireereduce-stderr")
-    check_tag = f"{os.environ.get(RUN_TAG_ENV, 'none')}/{os.getpid()}/{next(_checks)}"
-    env = dict(os.environ, **{CHECK_TAG_ENV: check_tag})
+    scoped = _task_scope.get()
+    env = dict(os.environ) if scoped is None else dict(os.environ, **{RUN_DIR_ENV: scoped[0], RUN_TAG_ENV: scoped[1]})
+    check_tag = env[CHECK_TAG_ENV] = f"{env.get(RUN_TAG_ENV, 'none')}/{os.getpid()}/{next(_checks)}"
     start = time.monotonic()
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(
