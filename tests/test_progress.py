@@ -142,12 +142,21 @@ def test_the_python_api_reduces_text_and_reports_events(case: Path):
 def test_a_warm_up_runs_once_while_the_original_is_checked(case: Path):
     """`Monitor.on_idle` is the caller's slot for work the end of the run needs (the CLI
     imports rich there): once, while the run only waits for the original's checks."""
+    started = case / "started"
+    make_script(case / "check.sh", f'echo >> {started}; sleep 0.5; grep -q math.exp "$1"')
     monitor = progress.Monitor()
-    phases: list[str] = []
-    monitor.on_idle.append(lambda: phases.append(monitor.status().phase))
+    seen: list[tuple[str, bool]] = []
+
+    def warm_up() -> None:
+        deadline = time.monotonic() + 5  # the original's checks are already running
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append((monitor.status().phase, started.exists()))
+
+    monitor.on_idle.append(warm_up)
     done = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=2, monitor=monitor)
     assert done.status == "reduced"
-    assert phases == ["checking the original"]
+    assert seen == [("checking the original", True)]
 
 
 def test_the_python_api_takes_a_ready_made_oracle_and_a_path(case: Path):
