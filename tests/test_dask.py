@@ -132,6 +132,25 @@ def test_what_a_worker_killed_mid_check_leaves_the_next_check_on_its_machine_swe
     assert _tagged(tmp) == []
 
 
+def test_a_cancel_event_that_cannot_be_read_does_not_lose_the_verdict(tmp_path: Path, monkeypatch):
+    """distributed may raise while a worker's client (re)connects to the scheduler (an
+    AssertionError in `_ensure_connected` was seen at 8 workers); the check then ended
+    as an internal error instead of a verdict."""
+    import distributed
+
+    from reducer.core.dask_executor import _run_task
+    from reducer.core.oracle import ScriptOracle
+
+    def unreadable(*args, **kwargs):
+        raise AssertionError("not connected yet")
+
+    monkeypatch.setattr(distributed, "Event", unreadable)
+    check = make_script(tmp_path / "check.sh", 'sleep 0.3; grep -q atan2 "$1"')
+    oracle = ScriptOracle(str(check), "in.mlir", 60.0)
+    assert _run_task(b"math.atan2", oracle, "ireereduce-t1").interesting is True
+    assert _run_task(b"math.exp", oracle, "ireereduce-t2").interesting is False
+
+
 # -- a real cluster on 127.0.0.1 ---------------------------------------------------------
 
 

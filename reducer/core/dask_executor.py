@@ -125,16 +125,25 @@ def _remove_installed(dirname: str) -> None:
 
 
 def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
-    """On a worker: judge data; None when the engine cancelled the check meanwhile."""
+    """On a worker: judge data; None when the engine cancelled the check meanwhile.
+
+    The cancel event is only a hint: if it cannot be read (the worker's client is still
+    connecting, or the scheduler is briefly away, and distributed raises), the check goes
+    on as not cancelled and asks again at the next poll, instead of losing its verdict."""
     from distributed import Event
 
-    event = Event(token)
-    seen = {"at": 0.0, "set": False}
+    seen: dict[str, Any] = {"at": 0.0, "set": False, "event": None}
 
     def cancelled() -> bool:
         now = time.monotonic()
         if now - seen["at"] >= CANCEL_POLL:
-            seen["at"], seen["set"] = now, event.is_set()
+            seen["at"] = now
+            try:
+                if seen["event"] is None:
+                    seen["event"] = Event(token)
+                seen["set"] = seen["event"].is_set()
+            except Exception as exc:  # any failure to read it means "not yet"
+                log.debug("cancel event %s unreadable: %r", token, exc)
         return bool(seen["set"])
 
     try:
