@@ -132,23 +132,123 @@ def test_what_a_worker_killed_mid_check_leaves_the_next_check_on_its_machine_swe
     assert _tagged(tmp) == []
 
 
+class _FlakyEvent:
+    """A cancel event whose reads raise as distributed's did while a worker's client
+    (re)connected (an AssertionError in `_ensure_connected`, seen at 8 workers), `fails`
+    times, then say `answer`."""
+
+    def __init__(self, fails: float, answer: bool) -> None:
+        self.fails, self.answer = fails, answer
+
+    def __call__(self, token: str) -> _FlakyEvent:
+        return self
+
+    def is_set(self) -> bool:
+        if self.fails > 0:
+            self.fails -= 1
+            raise AssertionError("not connected yet")
+        return self.answer
+
+
 def test_a_cancel_event_that_cannot_be_read_does_not_lose_the_verdict(tmp_path: Path, monkeypatch):
-    """distributed may raise while a worker's client (re)connects to the scheduler (an
-    AssertionError in `_ensure_connected` was seen at 8 workers); the check then ended
-    as an internal error instead of a verdict."""
+    """The check ended as an internal error instead of a verdict."""
     import distributed
 
     from reducer.core.dask_executor import _run_task
     from reducer.core.oracle import ScriptOracle
 
-    def unreadable(*args, **kwargs):
-        raise AssertionError("not connected yet")
-
-    monkeypatch.setattr(distributed, "Event", unreadable)
-    check = make_script(tmp_path / "check.sh", 'sleep 0.3; grep -q atan2 "$1"')
-    oracle = ScriptOracle(str(check), "in.mlir", 60.0)
+    monkeypatch.setattr(distributed, "Event", _FlakyEvent(float("inf"), True))
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", 'sleep 0.5; grep -q atan2 "$1"')), "in.mlir", 60.0)
     assert _run_task(b"math.atan2", oracle, "ireereduce-t1").interesting is True
     assert _run_task(b"math.exp", oracle, "ireereduce-t2").interesting is False
+
+
+def test_a_cancel_read_after_unreadable_polls_still_stops_the_check(tmp_path: Path, monkeypatch):
+    """Failing to read the event once must not stop the watching: a cancel seen later
+    still kills the check, which would otherwise hold its worker for 30 s."""
+    import distributed
+
+    from reducer.core.dask_executor import _run_task
+    from reducer.core.oracle import ScriptOracle
+
+    monkeypatch.setattr(distributed, "Event", _FlakyEvent(2, True))
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", "sleep 30")), "in.mlir", 60.0)
+    start = time.monotonic()
+    assert _run_task(b"x", oracle, "ireereduce-t3") is None
+    assert time.monotonic() - start < 10
+
+
+def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_path: Path, monkeypatch):
+    """A worker runs checks in threads; each task's scope sweeps what dead ones left
+    first, and must see a live sibling's directory as alive (its lock is held)."""
+    import tempfile
+    import threading
+
+    from reducer.core.oracle import RUN_DIR_ENV, ScriptOracle, task_scope
+
+    monkeypatch.delenv(RUN_DIR_ENV, raising=False)  # a worker started on its own
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    started = tmp_path / "started"
+    slow = ScriptOracle(
+        str(make_script(tmp_path / "slow.sh", f'touch {started}; sleep 1.5; grep -q atan2 "$1"')), "in.mlir", 60.0
+    )
+    quick = ScriptOracle(str(make_script(tmp_path / "quick.sh", "exit 0")), "in.mlir", 60.0)
+    verdicts: dict[str, bool] = {}
+
+    def judge(name: str, oracle: ScriptOracle) -> None:
+        with task_scope():
+            verdicts[name] = oracle.run(b"math.atan2").interesting
+
+    first = threading.Thread(target=judge, args=("slow", slow))
+    first.start()
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline, "the slow check never started"
+        time.sleep(0.02)
+    judge("quick", quick)  # its scope's stale-run sweep runs while the slow check does
+    first.join()
+    assert verdicts == {"slow": True, "quick": True}
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("ireereduce")] == []
+
+
+def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(tmp_path: Path, monkeypatch):
+    """A run directory is made under a staging name and renamed once locked; a process
+    killed in between left that directory, which no lock marks as dead or alive."""
+    import tempfile
+
+    from reducer.core.oracle import RUN_DIR_ENV, STAGING_PREFIX, STAGING_STALE, task_scope
+
+    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old, fresh = tmp_path / f"{STAGING_PREFIX}old", tmp_path / f"{STAGING_PREFIX}fresh"
+    for d in (old, fresh):
+        d.mkdir()
+        (d / ".lock").touch()
+    then = time.time() - STAGING_STALE - 5
+    os.utime(old, (then, then))
+    with task_scope():
+        pass
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name]  # fresh: maybe a scope being made
+
+
+def test_one_runs_close_leaves_another_runs_installed_check(tmp_path: Path, monkeypatch):
+    """Two runs with the same check share a worker; the first to close removed the one
+    installed copy, and the other's checks lost their script or its helper files."""
+    import tempfile
+
+    from reducer.core.dask_executor import _remove_installed, ship
+    from reducer.core.oracle import ScriptOracle
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "worker"))
+    (tmp_path / "worker").mkdir()
+    check = make_script(tmp_path / "check.sh", 'grep -q atan2 "$1"')
+    first, second = (ship(ScriptOracle(str(check), "in.mlir", 60.0), (), owner) for owner in ("run1", "run2"))
+    assert first.run(b"math.atan2").interesting and second.run(b"math.atan2").interesting
+    _remove_installed(second.dirname)  # the second run closes
+    assert os.path.exists(os.path.join(first.directory(), "check.sh"))
+    assert first.run(b"math.atan2").interesting
+    _remove_installed(first.dirname)
+    assert list((tmp_path / "worker").iterdir()) == []
 
 
 # -- a real cluster on 127.0.0.1 ---------------------------------------------------------

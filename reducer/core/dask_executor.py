@@ -67,6 +67,9 @@ class ShippedScript(Oracle):
     files: tuple[tuple[str, bytes], ...]  # (file name, content); the first is the script
     basename: str
     timeout: float | None
+    #: The executor that shipped it: each run installs and removes a copy of its own, so
+    #: one run's close never takes away the script another run's checks are using.
+    owner: str = ""
 
     @property
     def digest(self) -> str:
@@ -77,7 +80,7 @@ class ShippedScript(Oracle):
 
     @property
     def dirname(self) -> str:
-        return f"ireereduce-check-{self.digest}"
+        return f"ireereduce-check-{self.digest}{'-' + self.owner if self.owner else ''}"
 
     def directory(self) -> str:
         """Where it is installed on this machine: each worker has its own temp dir."""
@@ -107,7 +110,7 @@ class ShippedScript(Oracle):
         return ScriptOracle(self.files[0][0], self.basename, self.timeout).reproducer(path)
 
 
-def ship(oracle: Oracle, check_files: Sequence[str] = ()) -> Oracle:
+def ship(oracle: Oracle, check_files: Sequence[str] = (), owner: str = "") -> Oracle:
     """What can run on another machine: a check script becomes its bytes; built-in oracles
     carry only their commands already."""
     if not isinstance(oracle, ScriptOracle):
@@ -116,7 +119,7 @@ def ship(oracle: Oracle, check_files: Sequence[str] = ()) -> Oracle:
     for path in [oracle.script, *check_files]:
         with open(path, "rb") as f:
             files.append((os.path.basename(path), f.read()))
-    return ShippedScript(tuple(files), oracle.basename, oracle.timeout)
+    return ShippedScript(tuple(files), oracle.basename, oracle.timeout, owner)
 
 
 def _remove_installed(dirname: str) -> None:
@@ -175,6 +178,7 @@ class DaskExecutor(Executor):
         self._tokens: dict[concurrent.futures.Future[Verdict], tuple[str, Any]] = {}
         self._shipped: dict[int, tuple[Oracle, Any, Oracle]] = {}
         self._installed: set[str] = set()
+        self._owner = uuid.uuid4().hex[:12]
         try:
             if scheduler is None:
                 with dask.config.set(LOCAL_CLUSTER_CONFIG):
@@ -213,7 +217,7 @@ class DaskExecutor(Executor):
         """Ship each oracle once: its scattered copy is what every task gets."""
         entry = self._shipped.get(id(oracle))
         if entry is None:
-            shipped = ship(oracle, self.check_files)
+            shipped = ship(oracle, self.check_files, self._owner)
             if isinstance(shipped, ShippedScript):
                 self._installed.add(shipped.dirname)
             entry = (oracle, self.client.scatter(shipped, broadcast=True, hash=False), shipped)

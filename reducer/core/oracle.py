@@ -165,6 +165,10 @@ def run_scope() -> Iterator[str]:
                     os.environ[k] = v
 
 
+#: Where a run directory is made before it is locked and renamed (`_locked_run_dir`).
+STAGING_PREFIX = "ireereduce-new-"
+STAGING_STALE = 60.0
+
 #: A task's own run directory and tag (`task_scope`), for the thread running it.
 _task_scope: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("task_scope", default=None)
 
@@ -174,7 +178,8 @@ def task_scope() -> Iterator[None]:
     """What `run_scope` is to a run, for one check on a machine the run's scope does not
     reach (a Dask worker started on its own): if the worker is killed mid-check (the
     OOM killer, kill -9), its candidate's directory and the check's processes are
-    swept by the next task or run on that machine, instead of staying forever. Per
+    swept by the next task or run that uses the same temp dir, instead of staying
+    forever (until then a hung check runs on: its timeout died with the worker). Per
     thread, not per process: a worker may run checks of several runs at once. A no-op
     in a process that inherited a live run's directory (the local pool, the embedded
     Dask cluster)."""
@@ -183,7 +188,9 @@ def task_scope() -> Iterator[None]:
         yield
         return
     _remove_stale_runs()
-    with _locked_run_dir() as scope:
+    # No tag sweep at the end: run_in sweeps each check's own tag as it ends, and a
+    # killed worker runs neither; it would only cost one more scan of /proc per check.
+    with _locked_run_dir(sweep_at_end=False) as scope:
         token = _task_scope.set(scope)
         try:
             yield
@@ -192,38 +199,49 @@ def task_scope() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _locked_run_dir() -> Iterator[tuple[str, str]]:
-    """A new run directory, locked by this process, and its tag; gone with what carries
-    the tag when the block ends. It is made under another name and renamed once
-    locked, so a sweep starting meanwhile never takes it for a dead run's."""
+def _locked_run_dir(sweep_at_end: bool = True) -> Iterator[tuple[str, str]]:
+    """A new run directory, locked by this process, and its tag; gone (with what
+    carries the tag, if `sweep_at_end`) when the block ends. It is made under another
+    name and renamed once locked, so a sweep starting meanwhile never takes it for a
+    dead run's."""
     base = tempfile.gettempdir()
-    staging = tempfile.mkdtemp(prefix="ireereduce-new-", dir=base)
-    lock = os.open(os.path.join(staging, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=base)
+    lock = -1
     try:
+        lock = os.open(os.path.join(staging, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        run_dir = os.path.join(base, "ireereduce-run-" + os.path.basename(staging)[len("ireereduce-new-") :])
+        run_dir = os.path.join(base, "ireereduce-run-" + os.path.basename(staging)[len(STAGING_PREFIX) :])
         os.rename(staging, run_dir)
     except BaseException:
-        os.close(lock)
+        if lock >= 0:
+            os.close(lock)
         shutil.rmtree(staging, ignore_errors=True)
         raise
     tag = os.path.basename(run_dir)
     try:
         yield run_dir, tag
     finally:
-        sweep(RUN_TAG_ENV, tag)
+        if sweep_at_end:
+            sweep(RUN_TAG_ENV, tag)
         shutil.rmtree(run_dir, ignore_errors=True)
         os.close(lock)
 
 
 def _remove_stale_runs() -> None:
     """What a run killed with SIGKILL left: its directory and its checks' processes. A
-    live run (or its orphaned workers) holds the flock on its directory's lock file."""
+    live run (or its orphaned workers) holds the flock on its directory's lock file.
+    A staging directory is renamed microseconds after it is made: one older than
+    STAGING_STALE seconds is a run killed in between."""
     base = tempfile.gettempdir()
     try:
-        entries = [e for e in os.scandir(base) if e.name.startswith("ireereduce-run-") and e.is_dir()]
+        entries = [e for e in os.scandir(base) if e.name.startswith("ireereduce-") and e.is_dir()]
     except OSError:
         return
+    for entry in [e for e in entries if e.name.startswith(STAGING_PREFIX)]:
+        with contextlib.suppress(OSError):
+            if time.time() - entry.stat().st_mtime > STAGING_STALE:
+                shutil.rmtree(entry.path, ignore_errors=True)
+    entries = [e for e in entries if e.name.startswith("ireereduce-run-")]
     for entry in entries:
         try:
             fd = os.open(os.path.join(entry.path, ".lock"), os.O_RDONLY)
