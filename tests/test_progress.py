@@ -142,21 +142,21 @@ def test_the_python_api_reduces_text_and_reports_events(case: Path):
 def test_a_warm_up_runs_once_while_the_original_is_checked(case: Path):
     """`Monitor.on_idle` is the caller's slot for work the end of the run needs (the CLI
     imports rich there): once, while the run only waits for the original's checks."""
-    started = case / "started"
-    make_script(case / "check.sh", f'echo >> {started}; sleep 0.5; grep -q math.exp "$1"')
+    started, done = case / "started", case / "done"
+    make_script(case / "check.sh", f'echo >> {started}; sleep 0.5; echo >> {done}; grep -q math.exp "$1"')
     monitor = progress.Monitor()
-    seen: list[tuple[str, bool]] = []
+    seen: list[tuple[str, bool, bool]] = []
 
     def warm_up() -> None:
         deadline = time.monotonic() + 5  # the original's checks are already running
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
-        seen.append((monitor.status().phase, started.exists()))
+        seen.append((monitor.status().phase, started.exists(), done.exists()))
 
     monitor.on_idle.append(warm_up)
     done = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=2, monitor=monitor)
     assert done.status == "reduced"
-    assert seen == [("checking the original", True)]
+    assert seen == [("checking the original", True, False)]
 
 
 def test_the_python_api_takes_a_ready_made_oracle_and_a_path(case: Path):
