@@ -11,7 +11,7 @@ watches a `distributed.Event` named after it, and kills its own process group on
 engine sets it. A worker lost mid-check is Dask's to retry elsewhere; a check whose
 workers keep dying ends as `KilledWorker`, which becomes the verdict "worker died".
 On a worker outside the run's own scope each check has a run directory of its own
-(`task_scope`): what a killed worker leaves, the next check on that machine sweeps.
+(`task_scope`): what a killed worker leaves, the next check using the same temp dir sweeps.
 """
 
 from __future__ import annotations
