@@ -108,7 +108,7 @@ def _tagged(tmp: Path, checks_only: bool = False) -> list[int]:
     return found
 
 
-def test_what_a_worker_killed_mid_check_leaves_the_next_check_on_its_machine_sweeps(tmp_path: Path):
+def test_what_a_worker_killed_mid_check_leaves_the_next_check_in_its_temp_dir_sweeps(tmp_path: Path):
     """Outside the run's scope (a remote worker), SIGKILL on the worker left the check's
     candidate directory and its processes (`setsid` ones too) for ever."""
     tmp = tmp_path / "tmp"
@@ -130,6 +130,21 @@ def test_what_a_worker_killed_mid_check_leaves_the_next_check_on_its_machine_swe
     while _tagged(tmp) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _tagged(tmp) == []
+
+
+@pytest.fixture
+def worker_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This process as a `dask worker` started on its own: no run's scope inherited, and
+    a temp dir of its own to see what a task leaves there."""
+    import tempfile
+
+    from reducer.core.oracle import RUN_DIR_ENV
+
+    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
+    tmp = tmp_path / "worker-tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
 
 
 class _FlakyEvent:
@@ -178,16 +193,13 @@ def test_a_cancel_read_after_unreadable_polls_still_stops_the_check(tmp_path: Pa
     assert time.monotonic() - start < 10
 
 
-def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_path: Path, monkeypatch):
+def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_path: Path, worker_tmp: Path):
     """A worker runs checks in threads; each task's scope sweeps what dead ones left
     first, and must see a live sibling's directory as alive (its lock is held)."""
-    import tempfile
     import threading
 
-    from reducer.core.oracle import RUN_DIR_ENV, ScriptOracle, task_scope
+    from reducer.core.oracle import ScriptOracle, task_scope
 
-    monkeypatch.delenv(RUN_DIR_ENV, raising=False)  # a worker started on its own
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     started = tmp_path / "started"
     slow = ScriptOracle(
         str(make_script(tmp_path / "slow.sh", f'touch {started}; sleep 1.5; grep -q atan2 "$1"')), "in.mlir", 60.0
@@ -208,19 +220,15 @@ def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_p
     judge("quick", quick)  # its scope's stale-run sweep runs while the slow check does
     first.join()
     assert verdicts == {"slow": True, "quick": True}
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("ireereduce")] == []
+    assert list(worker_tmp.iterdir()) == []
 
 
-def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(tmp_path: Path, monkeypatch):
+def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(worker_tmp: Path):
     """A run directory is made under a staging name and renamed once locked; a process
     killed in between left that directory, which no lock marks as dead or alive."""
-    import tempfile
+    from reducer.core.oracle import STAGING_PREFIX, STAGING_STALE, task_scope
 
-    from reducer.core.oracle import RUN_DIR_ENV, STAGING_PREFIX, STAGING_STALE, task_scope
-
-    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    old, fresh = tmp_path / f"{STAGING_PREFIX}old", tmp_path / f"{STAGING_PREFIX}fresh"
+    old, fresh = worker_tmp / f"{STAGING_PREFIX}old", worker_tmp / f"{STAGING_PREFIX}fresh"
     for d in (old, fresh):
         d.mkdir()
         (d / ".lock").touch()
@@ -228,19 +236,15 @@ def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(tmp_pa
     os.utime(old, (then, then))
     with task_scope():
         pass
-    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name]  # fresh: maybe a scope being made
+    assert sorted(p.name for p in worker_tmp.iterdir()) == [fresh.name]  # fresh: maybe a scope being made
 
 
-def test_one_runs_close_leaves_another_runs_installed_check(tmp_path: Path, monkeypatch):
+def test_one_runs_close_leaves_another_runs_installed_check(tmp_path: Path, worker_tmp: Path):
     """Two runs with the same check share a worker; the first to close removed the one
     installed copy, and the other's checks lost their script or its helper files."""
-    import tempfile
-
     from reducer.core.dask_executor import _remove_installed, ship
     from reducer.core.oracle import ScriptOracle
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "worker"))
-    (tmp_path / "worker").mkdir()
     check = make_script(tmp_path / "check.sh", 'grep -q atan2 "$1"')
     first, second = (ship(ScriptOracle(str(check), "in.mlir", 60.0), (), owner) for owner in ("run1", "run2"))
     assert first.run(b"math.atan2").interesting and second.run(b"math.atan2").interesting
@@ -248,7 +252,7 @@ def test_one_runs_close_leaves_another_runs_installed_check(tmp_path: Path, monk
     assert os.path.exists(os.path.join(first.directory(), "check.sh"))
     assert first.run(b"math.atan2").interesting
     _remove_installed(first.dirname)
-    assert list((tmp_path / "worker").iterdir()) == []
+    assert list(worker_tmp.iterdir()) == []
 
 
 # -- a real cluster on 127.0.0.1 ---------------------------------------------------------

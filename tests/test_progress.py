@@ -154,8 +154,8 @@ def test_a_warm_up_runs_once_while_the_original_is_checked(case: Path):
         seen.append((monitor.status().phase, started.exists(), done.exists()))
 
     monitor.on_idle.append(warm_up)
-    done = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=2, monitor=monitor)
-    assert done.status == "reduced"
+    result = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=2, monitor=monitor)
+    assert result.status == "reduced"
     assert seen == [("checking the original", True, False)]
 
 

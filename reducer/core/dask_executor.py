@@ -135,19 +135,19 @@ def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
     on as not cancelled and asks again at the next poll, instead of losing its verdict."""
     from distributed import Event
 
-    seen: dict[str, Any] = {"at": 0.0, "set": False, "event": None}
+    event = Event(token)  # only names it: the scheduler is asked in is_set()
+    asked_at, is_set = 0.0, False
 
     def cancelled() -> bool:
+        nonlocal asked_at, is_set
         now = time.monotonic()
-        if now - seen["at"] >= CANCEL_POLL:
-            seen["at"] = now
+        if now - asked_at >= CANCEL_POLL:
+            asked_at = now
             try:
-                if seen["event"] is None:
-                    seen["event"] = Event(token)
-                seen["set"] = seen["event"].is_set()
+                is_set = event.is_set()
             except Exception as exc:  # any failure to read it means "not yet"
                 log.debug("cancel event %s unreadable: %r", token, exc)
-        return bool(seen["set"])
+        return is_set
 
     try:
         with task_scope():  # a worker killed mid-check leaves nothing behind for long
