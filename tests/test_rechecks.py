@@ -162,9 +162,11 @@ def test_an_original_that_is_not_interesting_is_told_so_while_the_reprint_still_
 
     from reducer.session import EXIT_NOT_INTERESTING, Settings, UserError, reduce_file
 
-    src, log = tmp_path / "in.mlir", tmp_path / "log"
+    src, log, pid = tmp_path / "in.mlir", tmp_path / "log", tmp_path / "reprint.pid"
     src.write_text(UNPRINTED)
-    check = tagged_check(tmp_path, src, log, "echo 'no crash here' >&2; false", "sleep 60")
+    # The original's checks outlast the parse that comes before the re-print's, even on a
+    # loaded machine, so the re-print's check has started when their verdicts are read.
+    check = tagged_check(tmp_path, src, log, "sleep 2; echo 'no crash here' >&2; false", f"echo $$ > {pid}; sleep 60")
     start = time.monotonic()
     with pytest.raises(UserError) as raised:
         reduce_file(Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=3, no_state=True))
@@ -177,6 +179,7 @@ def test_an_original_that_is_not_interesting_is_told_so_while_the_reprint_still_
     time.sleep(0.5)
     tags = [line.rsplit(":", 1)[1] + ":" + line.split(":")[0] for line in log.read_text().split()]
     assert "reprint:start" in tags and "reprint:end" not in tags  # it ran, and was killed
+    assert not Path(f"/proc/{pid.read_text().strip()}").exists()  # and it is gone, not still running
     assert not (tmp_path / "out.mlir").exists()
 
 
