@@ -147,52 +147,6 @@ def worker_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp
 
 
-class _FlakyEvent:
-    """A cancel event whose reads raise as distributed's did while a worker's client
-    (re)connected (an AssertionError in `_ensure_connected`, seen at 8 workers), `fails`
-    times, then say `answer`."""
-
-    def __init__(self, fails: float, answer: bool) -> None:
-        self.fails, self.answer = fails, answer
-
-    def __call__(self, token: str) -> _FlakyEvent:
-        return self
-
-    def is_set(self) -> bool:
-        if self.fails > 0:
-            self.fails -= 1
-            raise AssertionError("not connected yet")
-        return self.answer
-
-
-def test_a_cancel_event_that_cannot_be_read_does_not_lose_the_verdict(tmp_path: Path, monkeypatch):
-    """The check ended as an internal error instead of a verdict."""
-    import distributed
-
-    from reducer.core.dask_executor import _run_task
-    from reducer.core.oracle import ScriptOracle
-
-    monkeypatch.setattr(distributed, "Event", _FlakyEvent(float("inf"), True))
-    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", 'sleep 0.5; grep -q atan2 "$1"')), "in.mlir", 60.0)
-    assert _run_task(b"math.atan2", oracle, "ireereduce-t1").interesting is True
-    assert _run_task(b"math.exp", oracle, "ireereduce-t2").interesting is False
-
-
-def test_a_cancel_read_after_unreadable_polls_still_stops_the_check(tmp_path: Path, monkeypatch):
-    """Failing to read the event once must not stop the watching: a cancel seen later
-    still kills the check, which would otherwise hold its worker for 30 s."""
-    import distributed
-
-    from reducer.core.dask_executor import _run_task
-    from reducer.core.oracle import ScriptOracle
-
-    monkeypatch.setattr(distributed, "Event", _FlakyEvent(2, True))
-    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", "sleep 30")), "in.mlir", 60.0)
-    start = time.monotonic()
-    assert _run_task(b"x", oracle, "ireereduce-t3") is None
-    assert time.monotonic() - start < 10
-
-
 def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_path: Path, worker_tmp: Path):
     """A worker runs checks in threads; each task's scope sweeps what dead ones left
     first, and must see a live sibling's directory as alive (its lock is held)."""
@@ -343,6 +297,80 @@ def cluster(tmp_path: Path):
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def one_worker(tmp_path: Path):
+    c = Cluster(tmp_path / "cluster", workers=1)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _gone(pid_file: Path, timeout: float) -> bool:
+    """Whether the process whose pid a check wrote has ended within timeout seconds."""
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "the check never started"
+        time.sleep(0.05)
+    proc = Path(f"/proc/{pid_file.read_text().strip()}")
+    deadline = time.monotonic() + timeout
+    while proc.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not proc.exists()
+
+
+def test_a_check_cancelled_on_a_cluster_is_killed_and_frees_its_worker(tmp_path: Path, one_worker):
+    """Dask cannot stop a running task: the check itself must see that its task was
+    released and kill its process group, or the one worker stays busy for 60 s."""
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.oracle import ScriptOracle
+
+    pid = tmp_path / "pid"
+    check = make_script(tmp_path / "check.sh", f'grep -q quick "$1" && exit 0\necho $$ > {pid}; exec sleep 60')
+    ex = DaskExecutor(ScriptOracle(str(check), "in.mlir", 120.0), 1, scheduler=one_worker.address)
+    try:
+        slow = ex.submit(b"slow")
+        assert _gone(pid, 0.0) is False  # it runs
+        ex.cancel(slow)
+        assert _gone(pid, 5.0), "the cancelled check still runs on the worker"
+        start = time.monotonic()
+        assert ex.submit(b"quick").result(timeout=30).interesting
+        assert time.monotonic() - start < 10
+    finally:
+        ex.close()
+
+
+def test_a_killed_clients_running_check_is_killed_on_the_worker(tmp_path: Path, one_worker):
+    """A main process killed mid-run (OOM, kill -9) cannot cancel anything; the scheduler
+    releases a lost client's tasks, and the check must end with them, not run on."""
+    pid = tmp_path / "pid"
+    check = make_script(tmp_path / "check.sh", f"echo $$ > {pid}; exec sleep 60")
+    client = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from reducer.core.dask_executor import DaskExecutor\n"
+            "from reducer.core.oracle import ScriptOracle\n"
+            "ex = DaskExecutor(ScriptOracle(sys.argv[1], 'in.mlir', 120.0), 1, scheduler=sys.argv[2])\n"
+            "ex.submit(b'x')\n"
+            "time.sleep(120)\n",
+            str(check),
+            one_worker.address,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert _gone(pid, 0.0) is False  # it runs
+        client.kill()
+        client.wait()
+        assert _gone(pid, 10.0), "the dead client's check still runs on the worker"
+    finally:
+        client.kill()
+        client.wait()
 
 
 @pytest.mark.e2e

@@ -7,9 +7,11 @@ worker). A check script travels as its content, with the files named by
 workers need the tools the check calls (iree-compile, ...) but not our files.
 
 Dask cannot interrupt a running task (dask/distributed#4694). Each check therefore
-watches a `distributed.Event` named after it, and kills its own process group once the
-engine sets it. A worker lost mid-check is Dask's to retry elsewhere; a check whose
-workers keep dying ends as `KilledWorker`, which becomes the verdict "worker died".
+watches its own task's state on its worker, and kills its own process group once the
+scheduler has released the task: the engine cancelled it, or the client that wanted it
+is gone (a main process killed mid-run). A worker lost mid-check is Dask's to retry
+elsewhere; a check whose workers keep dying ends as `KilledWorker`, which becomes the
+verdict "worker died".
 On a worker outside the run's own scope each check has a run directory of its own
 (`task_scope`): what a killed worker leaves, the next check using the same temp dir sweeps.
 """
@@ -32,12 +34,12 @@ from typing import Any, ClassVar
 import attrs
 
 from reducer.core.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
-from reducer.core.oracle import CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never, task_scope
+from reducer.core.oracle import CANCEL_POLL, CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never, task_scope
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two looks at a check's cancellation event (each is a scheduler round trip).
-CANCEL_POLL = 0.2
+#: The worker states of a task whose result is still wanted; "cancelled" is one it is not.
+WANTED = frozenset({"executing", "long-running", "resumed"})
 CONNECT_TIMEOUT = "10s"
 #: For the embedded LocalCluster. A check that kills its worker twice is not retried a
 #: third time. Worker processes come from a fork server (one process that imported
@@ -127,27 +129,21 @@ def _remove_installed(dirname: str) -> None:
     shutil.rmtree(os.path.join(tempfile.gettempdir(), dirname), ignore_errors=True)
 
 
-def _run_task(data: bytes, oracle: Oracle, token: str) -> Verdict | None:
-    """On a worker: judge data; None when the engine cancelled the check meanwhile.
+def _run_task(data: bytes, oracle: Oracle) -> Verdict | None:
+    """On a worker: judge data; None when the task was released meanwhile.
 
-    The cancel event is only a hint: if it cannot be read (the worker's client is still
-    connecting, or the scheduler is briefly away, and distributed raises), the check goes
-    on as not cancelled and asks again at the next poll, instead of losing its verdict."""
-    from distributed import Event
+    The worker marks a running task "cancelled" once the scheduler releases it, whether
+    the engine cancelled it or its client died; reading that is local, so it neither
+    waits on the scheduler nor fails while the worker's own client (re)connects, as a
+    `distributed.Event` read did."""
+    from distributed import get_worker
 
-    event = Event(token)  # only names it: the scheduler is asked in is_set()
-    asked_at, is_set = 0.0, False
+    worker = get_worker()
+    key = worker.get_current_task()
 
     def cancelled() -> bool:
-        nonlocal asked_at, is_set
-        now = time.monotonic()
-        if now - asked_at >= CANCEL_POLL:
-            asked_at = now
-            try:
-                is_set = event.is_set()
-            except Exception as exc:  # any failure to read it means "not yet"
-                log.debug("cancel event %s unreadable: %r", token, exc)
-        return is_set
+        task = worker.state.tasks.get(key)
+        return task is None or task.state not in WANTED
 
     try:
         with task_scope():  # a worker killed mid-check leaves nothing behind for long
@@ -175,7 +171,7 @@ class DaskExecutor(Executor):
         self.check_files = tuple(check_files)
         self._cluster: Any = None
         self._lock = threading.Lock()
-        self._tokens: dict[concurrent.futures.Future[Verdict], tuple[str, Any]] = {}
+        self._tasks: dict[concurrent.futures.Future[Verdict], Any] = {}
         self._shipped: dict[int, tuple[Oracle, Any, Oracle]] = {}
         self._installed: set[str] = set()
         self._owner = uuid.uuid4().hex[:12]
@@ -226,19 +222,18 @@ class DaskExecutor(Executor):
 
     def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
         result: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
-        token = f"ireereduce-{uuid.uuid4().hex}"
         with self._lock:
             judge = oracle or self.oracle
             assert judge is not None, "submit names its oracle when the executor has none"
             remote = self._oracle_on_cluster(judge)
-        task = self.client.submit(_run_task, data, remote, token, pure=False, resources=self.resources or None)
+        task = self.client.submit(_run_task, data, remote, pure=False, resources=self.resources or None)
         with self._lock:
-            self._tokens[result] = (token, task)
+            self._tasks[result] = task
             self.stats.checks += 1
 
         def done(f: Any) -> None:
             with self._lock:
-                self._tokens.pop(result, None)
+                self._tasks.pop(result, None)
             if result.done():
                 return
             if f.status == "finished":
@@ -262,29 +257,26 @@ class DaskExecutor(Executor):
         return result
 
     def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
-        from distributed import Event
-
         with self._lock:
-            entry = self._tokens.pop(future, None)
-        if entry is None or future.done():
+            task = self._tasks.pop(future, None)
+        if task is None or future.done():
             return
-        token, task = entry
         self.stats.cancelled += 1
         future.cancel()
         with contextlib.suppress(Exception):
-            Event(token, client=self.client).set()  # a running check kills its process group
-            self.client.cancel(task)  # a queued one never starts
+            # Released: a queued check never starts, a running one kills its process group.
+            self.client.cancel(task)
 
     def close(self, abort: bool = False) -> None:
         if getattr(self, "_closed", False):
             return
         self._closed = True
         with self._lock:
-            pending = list(self._tokens)
+            pending = list(self._tasks)
         if abort:
             for future in pending:
                 self.cancel(future)
-            time.sleep(CANCEL_POLL + 0.2)  # the checks see their event and kill their groups
+            time.sleep(CANCEL_POLL + 0.2)  # the released checks kill their groups
         else:
             concurrent.futures.wait(pending)
         with contextlib.suppress(Exception):
