@@ -147,6 +147,17 @@ def worker_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp
 
 
+def test_a_check_run_outside_a_workers_thread_still_gives_its_verdict(tmp_path: Path):
+    """A worker whose executor is a process pool sets no worker context, so a check
+    there cannot see its task's state: it runs as one nobody cancels, not as an error."""
+    from reducer.core.dask_executor import _run_task
+    from reducer.core.oracle import ScriptOracle
+
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", 'grep -q atan2 "$1"')), "in.mlir", 60.0)
+    assert _run_task(b"math.atan2", oracle).interesting is True
+    assert _run_task(b"math.exp", oracle).interesting is False
+
+
 def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_path: Path, worker_tmp: Path):
     """A worker runs checks in threads; each task's scope sweeps what dead ones left
     first, and must see a live sibling's directory as alive (its lock is held)."""

@@ -166,7 +166,13 @@ def test_an_original_that_is_not_interesting_is_told_so_while_the_reprint_still_
     src.write_text(UNPRINTED)
     # The original's checks outlast the parse that comes before the re-print's, even on a
     # loaded machine, so the re-print's check has started when their verdicts are read.
-    check = tagged_check(tmp_path, src, log, "sleep 2; echo 'no crash here' >&2; false", f"echo $$ > {pid}; sleep 60")
+    check = tagged_check(
+        tmp_path,
+        src,
+        log,
+        "sleep 2; echo 'no crash here' >&2; false",
+        f"echo $$ > {pid}.new; mv {pid}.new {pid}; sleep 60",
+    )
     start = time.monotonic()
     with pytest.raises(UserError) as raised:
         reduce_file(Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=3, no_state=True))

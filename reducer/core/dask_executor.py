@@ -138,12 +138,16 @@ def _run_task(data: bytes, oracle: Oracle) -> Verdict | None:
     `distributed.Event` read did."""
     from distributed import get_worker
 
-    worker = get_worker()
-    key = worker.get_current_task()
+    try:
+        worker = get_worker()
+    except ValueError:  # not in a worker's thread (a process-pool executor): no way to know
+        cancelled: CancelFn = never
+    else:
+        key = worker.get_current_task()
 
-    def cancelled() -> bool:
-        task = worker.state.tasks.get(key)
-        return task is None or task.state not in WANTED
+        def cancelled() -> bool:
+            task = worker.state.tasks.get(key)
+            return task is None or task.state not in WANTED
 
     try:
         with task_scope():  # a worker killed mid-check leaves nothing behind for long
