@@ -220,6 +220,36 @@ def test_one_runs_close_leaves_another_runs_installed_check(tmp_path: Path, work
     assert list(worker_tmp.iterdir()) == []
 
 
+def test_a_check_that_starts_as_its_run_closes_leaves_no_installed_copy(tmp_path: Path, worker_tmp: Path):
+    """A check cancelled just before its run closed can still be starting on its worker
+    when the close's removal arrives; it installed the copy again, which then stayed
+    (2 embedded-cluster runs in 6). Now a check of a closed run installs nothing, and a
+    check still running at the close keeps its copy until it ends."""
+    import threading
+    import uuid
+
+    import pytest
+
+    from reducer.core.dask_executor import _remove_installed, ship
+    from reducer.core.oracle import Cancelled, ScriptOracle
+
+    check = make_script(tmp_path / "check.sh", "sleep 1; exit 0")
+    shipped = ship(ScriptOracle(str(check), "in.mlir", 60.0), (), uuid.uuid4().hex[:12])
+    verdicts = []
+    running = threading.Thread(target=lambda: verdicts.append(shipped.run(b"x")))
+    running.start()
+    deadline = time.monotonic() + 10
+    while not os.path.exists(shipped.directory()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    _remove_installed(shipped.dirname)  # the run closes while that check runs
+    assert os.path.exists(os.path.join(shipped.directory(), "check.sh"))
+    with pytest.raises(Cancelled):
+        shipped.run(b"y")  # one more check of the closed run
+    running.join()
+    assert [v.interesting for v in verdicts] == [True]
+    assert list(worker_tmp.iterdir()) == []
+
+
 # -- a real cluster on 127.0.0.1 ---------------------------------------------------------
 
 

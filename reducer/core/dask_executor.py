@@ -28,7 +28,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -54,6 +55,15 @@ LOCAL_CLUSTER_CONFIG = {
     "distributed.scheduler.allowed-failures": MAX_WORKER_DEATHS - 1,
     "distributed.worker.multiprocessing-method": "forkserver",
 }
+
+
+#: On a worker: how many checks use each installed copy, and the copies whose run has
+#: closed. A check that was cancelled just before its run closed may still be starting
+#: when the close's removal arrives (seen: 2 embedded-cluster runs in 6 left a copy), so
+#: the last check out removes a closed copy, and a check of a closed run installs nothing.
+_installs_lock = threading.Lock()
+_installs_in_use: Counter[str] = Counter()
+_installs_closed: set[str] = set()
 
 
 class ExecutorUnavailable(Exception):
@@ -106,7 +116,27 @@ class ShippedScript(Oracle):
         return script
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
-        return ScriptOracle(self.install(), self.basename, self.timeout).run(data, cancel)
+        with self._in_use():
+            return ScriptOracle(self.install(), self.basename, self.timeout).run(data, cancel)
+
+    @contextlib.contextmanager
+    def _in_use(self) -> Iterator[None]:
+        """Hold this run's installed copy; raise `Cancelled` if the run has closed."""
+        name = self.dirname
+        with _installs_lock:
+            if name in _installs_closed:
+                raise Cancelled  # its run closed, so nobody reads this check's verdict
+            _installs_in_use[name] += 1
+        try:
+            yield
+        finally:
+            with _installs_lock:
+                _installs_in_use[name] -= 1
+                last = _installs_in_use[name] == 0
+                if last:
+                    del _installs_in_use[name]
+            if last and name in _installs_closed:
+                _remove_installed(name)
 
     def reproducer(self, path: str) -> str:
         return ScriptOracle(self.files[0][0], self.basename, self.timeout).reproducer(path)
@@ -125,7 +155,13 @@ def ship(oracle: Oracle, check_files: Sequence[str] = (), owner: str = "") -> Or
 
 
 def _remove_installed(dirname: str) -> None:
-    """On a worker: its temp dir, not the client's, holds the installed script."""
+    """On a worker, as its run closes: remove the installed copy (from the worker's temp
+    dir, not the client's) now, or as its last running check ends."""
+    with _installs_lock:
+        _installs_closed.add(dirname)
+        if _installs_in_use[dirname]:
+            return
+        del _installs_in_use[dirname]
     shutil.rmtree(os.path.join(tempfile.gettempdir(), dirname), ignore_errors=True)
 
 
