@@ -207,11 +207,14 @@ def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(worker
 def test_one_runs_close_leaves_another_runs_installed_check(tmp_path: Path, worker_tmp: Path):
     """Two runs with the same check share a worker; the first to close removed the one
     installed copy, and the other's checks lost their script or its helper files."""
+    import uuid
+
     from reducer.core.dask_executor import _remove_installed, ship
     from reducer.core.oracle import ScriptOracle
 
     check = make_script(tmp_path / "check.sh", 'grep -q atan2 "$1"')
-    first, second = (ship(ScriptOracle(str(check), "in.mlir", 60.0), (), owner) for owner in ("run1", "run2"))
+    # Owners of their own: a worker process remembers every closed run's copy.
+    first, second = (ship(ScriptOracle(str(check), "in.mlir", 60.0), (), uuid.uuid4().hex[:12]) for _ in range(2))
     assert first.run(b"math.atan2").interesting and second.run(b"math.atan2").interesting
     _remove_installed(second.dirname)  # the second run closes
     assert os.path.exists(os.path.join(first.directory(), "check.sh"))
@@ -223,8 +226,8 @@ def test_one_runs_close_leaves_another_runs_installed_check(tmp_path: Path, work
 def test_a_check_that_starts_as_its_run_closes_leaves_no_installed_copy(tmp_path: Path, worker_tmp: Path):
     """A check cancelled just before its run closed can still be starting on its worker
     when the close's removal arrives; it installed the copy again, which then stayed
-    (2 embedded-cluster runs in 6). Now a check of a closed run installs nothing, and a
-    check still running at the close keeps its copy until it ends."""
+    (7 embedded-cluster runs in 36). Now a check of a closed run installs nothing, and in
+    a worker process a check still running at the close keeps its copy until it ends."""
     import threading
     import uuid
 
@@ -233,18 +236,21 @@ def test_a_check_that_starts_as_its_run_closes_leaves_no_installed_copy(tmp_path
     from reducer.core.dask_executor import _remove_installed, ship
     from reducer.core.oracle import Cancelled, ScriptOracle
 
-    check = make_script(tmp_path / "check.sh", "sleep 1; exit 0")
+    go = tmp_path / "go"  # the check runs until the test has closed its run
+    check = make_script(tmp_path / "check.sh", f"while [ ! -e {go} ]; do sleep 0.01; done; exit 0")
     shipped = ship(ScriptOracle(str(check), "in.mlir", 60.0), (), uuid.uuid4().hex[:12])
     verdicts = []
     running = threading.Thread(target=lambda: verdicts.append(shipped.run(b"x")))
     running.start()
-    deadline = time.monotonic() + 10
-    while not os.path.exists(shipped.directory()) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while not os.path.exists(shipped.directory()):
+        assert time.monotonic() < deadline, "the check was never installed"
         time.sleep(0.01)
     _remove_installed(shipped.dirname)  # the run closes while that check runs
     assert os.path.exists(os.path.join(shipped.directory(), "check.sh"))
     with pytest.raises(Cancelled):
         shipped.run(b"y")  # one more check of the closed run
+    go.touch()
     running.join()
     assert [v.interesting for v in verdicts] == [True]
     assert list(worker_tmp.iterdir()) == []

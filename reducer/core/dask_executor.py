@@ -57,10 +57,12 @@ LOCAL_CLUSTER_CONFIG = {
 }
 
 
-#: On a worker: how many checks use each installed copy, and the copies whose run has
-#: closed. A check that was cancelled just before its run closed may still be starting
-#: when the close's removal arrives (seen: 2 embedded-cluster runs in 6 left a copy), so
-#: the last check out removes a closed copy, and a check of a closed run installs nothing.
+#: In a worker process: how many checks use each installed copy, and the copies whose run
+#: has closed. A check that was cancelled just before its run closed may still be starting
+#: when the close's removal arrives (7 embedded-cluster runs in 36 left a copy), so a
+#: check of a closed run installs nothing, and the process's last check out removes a
+#: closed copy. (Another process sharing the temp dir may remove it sooner; only a closed
+#: run's checks, whose verdicts nobody reads, can be using it then.)
 _installs_lock = threading.Lock()
 _installs_in_use: Counter[str] = Counter()
 _installs_closed: set[str] = set()
