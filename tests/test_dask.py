@@ -355,13 +355,19 @@ def one_worker(tmp_path: Path):
         c.close()
 
 
-def _gone(pid_file: Path, timeout: float) -> bool:
-    """Whether the process whose pid a check wrote has ended within timeout seconds."""
+def _started(pid_file: Path) -> Path:
+    """The /proc entry of the check that writes its pid to pid_file, once it has."""
     deadline = time.monotonic() + 60
     while not pid_file.exists() or not pid_file.read_text().strip():
         assert time.monotonic() < deadline, "the check never started"
         time.sleep(0.05)
     proc = Path(f"/proc/{pid_file.read_text().strip()}")
+    assert proc.exists()  # it runs
+    return proc
+
+
+def _ends(proc: Path, timeout: float) -> bool:
+    """Whether the process has ended within timeout seconds."""
     deadline = time.monotonic() + timeout
     while proc.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -379,9 +385,9 @@ def test_a_check_cancelled_on_a_cluster_is_killed_and_frees_its_worker(tmp_path:
     ex = DaskExecutor(ScriptOracle(str(check), "in.mlir", 120.0), 1, scheduler=one_worker.address)
     try:
         slow = ex.submit(b"slow")
-        assert _gone(pid, 0.0) is False  # it runs
+        check_proc = _started(pid)
         ex.cancel(slow)
-        assert _gone(pid, 5.0), "the cancelled check still runs on the worker"
+        assert _ends(check_proc, 5.0), "the cancelled check still runs on the worker"
         start = time.monotonic()
         assert ex.submit(b"quick").result(timeout=30).interesting
         assert time.monotonic() - start < 10
@@ -411,10 +417,10 @@ def test_a_killed_clients_running_check_is_killed_on_the_worker(tmp_path: Path, 
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert _gone(pid, 0.0) is False  # it runs
+        check_proc = _started(pid)
         client.kill()
         client.wait()
-        assert _gone(pid, 10.0), "the dead client's check still runs on the worker"
+        assert _ends(check_proc, 10.0), "the dead client's check still runs on the worker"
     finally:
         client.kill()
         client.wait()

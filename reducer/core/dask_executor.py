@@ -97,8 +97,7 @@ class ShippedScript(Oracle):
         return f"ireereduce-check-{self.digest}{'-' + self.owner if self.owner else ''}"
 
     def directory(self) -> str:
-        """Where it is installed on this machine: each worker has its own temp dir."""
-        return os.path.join(tempfile.gettempdir(), self.dirname)
+        return _installed_dir(self.dirname)
 
     def install(self) -> str:
         """The script's path on this machine, written there the first time."""
@@ -156,15 +155,20 @@ def ship(oracle: Oracle, check_files: Sequence[str] = (), owner: str = "") -> Or
     return ShippedScript(tuple(files), oracle.basename, oracle.timeout, owner)
 
 
+def _installed_dir(dirname: str) -> str:
+    """Where a copy is installed on this machine: in the worker's temp dir, not the client's."""
+    return os.path.join(tempfile.gettempdir(), dirname)
+
+
 def _remove_installed(dirname: str) -> None:
-    """On a worker, as its run closes: remove the installed copy (from the worker's temp
-    dir, not the client's) now, or as its last running check ends."""
+    """On a worker, as its run closes: remove the installed copy now, or as its last
+    running check ends."""
     with _installs_lock:
         _installs_closed.add(dirname)
         if _installs_in_use[dirname]:
             return
         del _installs_in_use[dirname]
-    shutil.rmtree(os.path.join(tempfile.gettempdir(), dirname), ignore_errors=True)
+    shutil.rmtree(_installed_dir(dirname), ignore_errors=True)
 
 
 def _run_task(data: bytes, oracle: Oracle) -> Verdict | None:
