@@ -229,3 +229,42 @@ def test_an_early_check_that_queued_behind_the_original_gets_the_whole_calibrate
         assert not future.cancelled() and future.result().interesting
         assert (early.kept, early.dropped) == (1, 0)
         early.close()
+
+
+def test_a_journaled_check_cancelled_after_it_finished_keeps_its_verdict():
+    """The inner check finished, and the cancel came before its verdict was handed on:
+    the verdict is recorded and reaches the caller's future, which is not cancelled (a
+    cancelled future would drop a check that was paid for, and the engine would count
+    it again when it needs that text)."""
+    from reducer.core.executor import Executor, ExecutorStats
+
+    handed_on = threading.Event()
+
+    class Finished(Executor):
+        """One check, finished before the cancel; its callbacks run once `handed_on` is set."""
+
+        def __init__(self) -> None:
+            self.workers, self.stats = 1, ExecutorStats()
+            self.future: concurrent.futures.Future[Verdict] = concurrent.futures.Future()
+            self.future.add_done_callback(lambda f: handed_on.wait(10))
+
+        def submit(self, data, oracle=None):  # type: ignore[no-untyped-def]
+            return self.future
+
+        def cancel(self, future):  # type: ignore[no-untyped-def]
+            future.cancel()  # a no-op on a finished future, as on every executor
+
+        def close(self, abort=False):  # type: ignore[no-untyped-def]
+            pass
+
+    inner = Finished()
+    ex = JournaledExecutor(inner, None)
+    out = ex.submit(b"x\n")
+    finishing = threading.Thread(target=inner.future.set_result, args=(Verdict(True, 0),))
+    finishing.start()  # done at once; its callbacks (the journal's hand-on among them) wait
+    while not inner.future.done():
+        time.sleep(0.01)
+    ex.cancel(out)
+    handed_on.set()
+    finishing.join(10)
+    assert not out.cancelled() and out.result(timeout=10).interesting

@@ -10,6 +10,8 @@ import pytest
 from conftest import make_script
 from programs import chain
 
+from reducer.core import ir as irutil
+from reducer.core.workspace import MLIRWorkspace
 from reducer.session import Settings, reduce_file
 
 
@@ -69,19 +71,29 @@ def test_the_first_interesting_candidate_in_order_wins_whatever_finishes_first(t
 
 def test_cache_means_no_text_is_checked_twice(tmp_path: Path):
     log = tmp_path / "seen"
-    out, result = reduce(tmp_path, chain(40, keep=10), f'md5sum < "$1" >> {log}; grep -q math.exp "$1"')
+    text = chain(40, keep=10)
+    out, result = reduce(tmp_path, text, f'md5sum < "$1" >> {log}; grep -q math.exp "$1"')
     seen = log.read_text().splitlines()
-    final = hashlib.md5(out.encode()).hexdigest() + "  -"
-    # The original (twice) and its re-printed form are checked first; the final program
-    # once as a candidate and three times more (the final re-checks, which may start
-    # while the last round is judged); the rest once each, but a speculative check
-    # cancelled before it started never ran.
+
+    def md5(s: str) -> str:
+        return hashlib.md5(s.encode()).hexdigest() + "  -"
+
+    original, final = md5(text), md5(out)
+    reprint = md5(MLIRWorkspace(text, irutil.PrintOptions()).canonical(irutil.PrintOptions()))
+    # The original is checked twice and its re-printed form once, while the engine's
+    # first candidates may already run beside them; the final program once as a
+    # candidate and three times more (the final re-checks, which may start while the
+    # last round is judged); the rest once each, but a speculative check cancelled
+    # before it started never ran.
     stats = result.stats
-    assert len(set(seen[:2])) == 1 and seen[2] != final
+    assert original != reprint != final
+    assert seen.count(original) == 2 and seen.count(reprint) == 1
     # An early re-check may also have run on the final program while it was on a branch
     # that a commit then left (it is reached again later).
     assert 4 <= seen.count(final) <= 4 + stats.early_rechecks
-    engine = [h for h in seen[3:] if h != final]
+    engine = [h for h in seen if h not in (original, reprint, final)]
+    # Every oracle call ran, or was cancelled: a check cancelled as its verdict came back
+    # is read if it is needed after all, not counted as a second call.
     assert stats.oracle_calls - stats.cancelled_checks <= len(engine) + 1 <= stats.oracle_calls + stats.early_rechecks
     # A cancelled check may run again when a decision needs it after all (a move that
     # was undone), and an early re-check of a program that a commit then replaced ran
@@ -688,3 +700,48 @@ def test_a_verdict_that_came_back_before_a_commit_read_it_is_kept():
     engine._cancel(_Branch(engine.ws, iter(()), 1.0))
     assert engine.cache.get(b"came back") is False and engine.cache.get(b"running") is None
     assert ex.cancelled == [running] and not engine._inflight
+
+
+def test_a_check_cancelled_as_it_finished_is_read_when_needed_not_checked_again():
+    """A commit may cancel a check whose verdict is on its way back (the executor had
+    finished it): the cancel cannot stop it, and if a later decision needs that text
+    after all, the verdict is read from the check that ran, not paid for again."""
+    import concurrent.futures
+
+    from reducer.core.engine import Engine, _Branch, _Trial
+    from reducer.core.executor import Executor, ExecutorStats
+    from reducer.core.oracle import Verdict
+    from reducer.core.workspace import Candidate, Size, TextWorkspace
+    from strategies.text_lines import TextLines
+
+    class Late(Executor):
+        """Every cancel comes too late: the check ran to its end."""
+
+        def __init__(self) -> None:
+            self.workers, self.stats = 1, ExecutorStats()
+
+        def submit(self, data, oracle=None):  # type: ignore[no-untyped-def]
+            raise AssertionError("nothing is checked again")
+
+        def cancel(self, future):  # type: ignore[no-untyped-def]
+            pass
+
+        def close(self, abort=False):  # type: ignore[no-untyped-def]
+            pass
+
+    engine = Engine(TextWorkspace("a\nb\n"), [TextLines()], Late(), lambda c: None)
+    finishing: concurrent.futures.Future = concurrent.futures.Future()
+    engine._inflight = {b"finishing": finishing}
+    engine._cancel(_Branch(engine.ws, iter(()), 1.0))
+    assert not engine._inflight
+    finishing.set_result(Verdict(True, 0))
+    trial = _Trial(TextLines(), 0, [], 0, 1, candidate=Candidate("a\n", Size(1, 2), "text-lines"), key=b"finishing")
+    engine._submit(trial)
+    assert engine._inflight == {b"finishing": finishing} and engine.stats.oracle_calls == 0
+    engine._wait()
+    assert engine.cache.get(b"finishing") is True
+    # A final re-check that finished as it was cancelled is no cancelled check either.
+    engine._confirming = {b"program": [concurrent.futures.Future()]}
+    engine._stop_confirming(keep=set())
+    engine._account()
+    assert engine.stats.cancelled_checks == 0

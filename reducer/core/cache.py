@@ -166,10 +166,12 @@ class JournaledExecutor(Executor):
             self.journal.verdicts[k] = verdict
 
     def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
+        """Cancel the inner check; its done callback then cancels future. A check that
+        finished first is not cancelled: its verdict is recorded and still reaches future
+        (cancelling future here would drop a verdict that was paid for)."""
         inner = self._inner.pop(future, None)
         if inner is not None:
             self.inner.cancel(inner)
-        future.cancel()
 
     def close(self, abort: bool = False) -> None:
         self.inner.close(abort)

@@ -236,6 +236,9 @@ class Engine:
         #: The smallest interesting program so far; a move trial may sit above it for a while.
         self.best: Candidate | None = None
         self._inflight: dict[bytes, concurrent.futures.Future[Verdict]] = {}
+        #: Checks cancelled just after they finished: their verdicts are on the way, and
+        #: are read (not checked again) if a decision needs them after all.
+        self._late: dict[bytes, concurrent.futures.Future[Verdict]] = {}
         self._submitted: set[bytes] = set()
         self._read: set[bytes] = set()
         #: What each (program, strategy, edits) made: speculation and decisions build a candidate once.
@@ -312,8 +315,8 @@ class Engine:
         for program in [p for p in self._confirming if p not in keep]:
             self._standby.pop(program, None)
             for future in self._confirming.pop(program):
-                self._recheck_cancels += not future.done()  # not the engine's wasted checks
                 self.confirm_on.cancel(future)
+                self._recheck_cancels += future.cancelled()  # not the engine's wasted checks
 
     def _busy(self) -> int:
         """Workers holding a check the engine started: its candidates' and its re-checks'."""
@@ -719,6 +722,9 @@ class Engine:
     def _submit(self, trial: _Trial) -> None:
         """Check trial's candidate unless the same text is being checked already."""
         assert trial.candidate is not None and trial.key is not None
+        late = self._late.pop(trial.key, None)
+        if late is not None and trial.key not in self._inflight:
+            self._inflight[trial.key] = late
         if trial.key not in self._inflight:
             self._inflight[trial.key] = self.executor.submit_keyed(trial.candidate.data, trial.key, self.oracle)
             self._submitted.add(trial.key)
@@ -977,6 +983,8 @@ class Engine:
                 self._record(k, future.result())  # came back before its wait read it: kept
             else:
                 self.executor.cancel(future)
+                if not future.cancelled():  # it finished as it was cancelled
+                    self._late[k] = future
         # A move is mostly undone: the program before it may be final. Programs are hashed
         # only when re-checks are running (a megabyte each, for every branch ahead).
         if self._confirming and not self._moving:
