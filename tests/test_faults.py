@@ -166,9 +166,11 @@ def test_a_second_run_on_the_same_output_names_the_first(case: Path):
 def test_a_rerun_keeps_the_earlier_smaller_result(case: Path):
     (case / "input.mlir").write_text(BIG)
     (case / "input.reduced.mlir").write_text(EARLIER)
-    make_script(case / "check.sh", 'sleep 0.3; grep -q math.exp "$1"')
+    ran = case / "ran"
+    make_script(case / "check.sh", f'echo >> {ran}; sleep 0.3; grep -q math.exp "$1"')
     proc = start(case, "input.mlir", "--check", "check.sh", "-j", "1")
-    time.sleep(2.5)  # the original is checked twice, then the earlier result once
+    # The original is checked twice, then the earlier result once.
+    wait_for(lambda: ran.exists() and len(ran.read_text().splitlines()) >= 3)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == session.EXIT_INTERRUPTED, err
