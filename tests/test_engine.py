@@ -3,6 +3,7 @@ cache, best-so-far writes."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from conftest import make_script
 from programs import chain
 
 from reducer.core import ir as irutil
+from reducer.core.executor import Executor, ExecutorStats
 from reducer.core.workspace import MLIRWorkspace
 from reducer.session import Settings, reduce_file
 
@@ -26,6 +28,24 @@ def reduce(tmp_path: Path, text: str, check: str, jobs: int = 2, name: str = "in
 
 def body_ops(text: str) -> list[str]:
     return [ln.split("=")[1].split()[0] for ln in text.splitlines() if " = " in ln]
+
+
+class _NoChecks(Executor):
+    """Checks nothing; each cancel is only noted, as if it came when the check had just
+    finished (the engine's unit tests hand it futures of their own)."""
+
+    def __init__(self) -> None:
+        self.workers, self.stats = 1, ExecutorStats()
+        self.cancelled: list[concurrent.futures.Future] = []
+
+    def submit(self, data, oracle=None):  # type: ignore[no-untyped-def]
+        raise AssertionError("nothing is checked here")
+
+    def cancel(self, future):  # type: ignore[no-untyped-def]
+        self.cancelled.append(future)
+
+    def close(self, abort=False):  # type: ignore[no-untyped-def]
+        pass
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["one-operand", "two-operand"])
@@ -439,7 +459,6 @@ def test_a_verdict_that_came_back_is_never_checked_again(tmp_path: Path):
     """A speculative check that finished before the decision reached its candidate is a
     known verdict: the decision reads it, and speculation counts it as known, instead of
     submitting the same text again (which cost a check's time per decision)."""
-    import concurrent.futures
     import sys
 
     from reducer.core import ir as irutil
@@ -673,29 +692,12 @@ def test_a_verdict_that_came_back_before_a_commit_read_it_is_kept():
     """A commit cancels the checks no decision can read any more; one that already came
     back (between the last wait and the commit) has its verdict kept in the cache, not
     thrown away, or a later decision on the same text would check it again."""
-    import concurrent.futures
-
     from reducer.core.engine import Engine, _Branch
-    from reducer.core.executor import Executor, ExecutorStats
     from reducer.core.oracle import Verdict
     from reducer.core.workspace import TextWorkspace
     from strategies.text_lines import TextLines
 
-    class Idle(Executor):
-        def __init__(self) -> None:
-            self.workers, self.stats = 1, ExecutorStats()
-            self.cancelled: list[concurrent.futures.Future] = []
-
-        def submit(self, data, oracle=None):  # type: ignore[no-untyped-def]
-            raise AssertionError("nothing is checked here")
-
-        def cancel(self, future):  # type: ignore[no-untyped-def]
-            self.cancelled.append(future)
-
-        def close(self, abort=False):  # type: ignore[no-untyped-def]
-            pass
-
-    ex = Idle()
+    ex = _NoChecks()
     engine = Engine(TextWorkspace("a\nb\n"), [TextLines()], ex, lambda c: None)
     came_back, running = concurrent.futures.Future(), concurrent.futures.Future()
     came_back.set_result(Verdict(False, 1))
@@ -709,30 +711,12 @@ def test_a_check_cancelled_as_it_finished_is_read_when_needed_not_checked_again(
     """A commit may cancel a check whose verdict is on its way back (the executor had
     finished it): the cancel cannot stop it, and if a later decision needs that text
     after all, the verdict is read from the check that ran, not paid for again."""
-    import concurrent.futures
-
     from reducer.core.engine import Engine, _Branch, _Trial
-    from reducer.core.executor import Executor, ExecutorStats
     from reducer.core.oracle import Verdict
     from reducer.core.workspace import Candidate, Size, TextWorkspace
     from strategies.text_lines import TextLines
 
-    class Late(Executor):
-        """Every cancel comes too late: the check ran to its end."""
-
-        def __init__(self) -> None:
-            self.workers, self.stats = 1, ExecutorStats()
-
-        def submit(self, data, oracle=None):  # type: ignore[no-untyped-def]
-            raise AssertionError("nothing is checked again")
-
-        def cancel(self, future):  # type: ignore[no-untyped-def]
-            pass
-
-        def close(self, abort=False):  # type: ignore[no-untyped-def]
-            pass
-
-    engine = Engine(TextWorkspace("a\nb\n"), [TextLines()], Late(), lambda c: None)
+    engine = Engine(TextWorkspace("a\nb\n"), [TextLines()], _NoChecks(), lambda c: None)
     finishing: concurrent.futures.Future = concurrent.futures.Future()
     engine._inflight = {b"finishing": finishing}
     engine._cancel(_Branch(engine.ws, iter(()), 1.0))

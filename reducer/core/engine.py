@@ -720,11 +720,11 @@ class Engine:
         return True
 
     def _submit(self, trial: _Trial) -> None:
-        """Check trial's candidate unless the same text is being checked already."""
+        """Check trial's candidate unless the same text is being checked already, or was
+        by a check cancelled as it finished (`_late`: its verdict is read instead)."""
         assert trial.candidate is not None and trial.key is not None
-        late = self._late.pop(trial.key, None)
-        if late is not None and trial.key not in self._inflight:
-            self._inflight[trial.key] = late
+        if trial.key in self._late and trial.key not in self._inflight:
+            self._inflight[trial.key] = self._late.pop(trial.key)
         if trial.key not in self._inflight:
             self._inflight[trial.key] = self.executor.submit_keyed(trial.candidate.data, trial.key, self.oracle)
             self._submitted.add(trial.key)
