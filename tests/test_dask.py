@@ -231,8 +231,6 @@ def test_a_check_that_starts_as_its_run_closes_leaves_no_installed_copy(tmp_path
     import threading
     import uuid
 
-    import pytest
-
     from reducer.core.dask_executor import _remove_installed, ship
     from reducer.core.oracle import Cancelled, ScriptOracle
 

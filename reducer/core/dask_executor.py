@@ -132,12 +132,14 @@ class ShippedScript(Oracle):
             yield
         finally:
             with _installs_lock:
-                _installs_in_use[name] -= 1
-                last = _installs_in_use[name] == 0
-                if last:
+                left = _installs_in_use[name] - 1
+                if left:
+                    _installs_in_use[name] = left
+                else:
                     del _installs_in_use[name]
-            if last and name in _installs_closed:
-                _remove_installed(name)
+                remove = not left and name in _installs_closed
+            if remove:
+                shutil.rmtree(_installed_dir(name), ignore_errors=True)
 
     def reproducer(self, path: str) -> str:
         return ScriptOracle(self.files[0][0], self.basename, self.timeout).reproducer(path)
@@ -165,9 +167,8 @@ def _remove_installed(dirname: str) -> None:
     running check ends."""
     with _installs_lock:
         _installs_closed.add(dirname)
-        if _installs_in_use[dirname]:
+        if _installs_in_use[dirname]:  # (a Counter: 0 for a copy no check holds)
             return
-        del _installs_in_use[dirname]
     shutil.rmtree(_installed_dir(dirname), ignore_errors=True)
 
 
