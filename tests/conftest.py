@@ -88,7 +88,7 @@ def each_edit(strategy, text: str, grow: bool = False) -> list:
 def primers(monkeypatch: pytest.MonkeyPatch) -> list:
     """The EarlyExecutors a run makes (one per run whose engine is primed while the
     original is checked, see reducer/core/early.py), in order."""
-    import reducer.session
+    import reducer.session.overlap
     from reducer.core.early import EarlyExecutor
 
     made: list[EarlyExecutor] = []
@@ -98,5 +98,5 @@ def primers(monkeypatch: pytest.MonkeyPatch) -> list:
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    monkeypatch.setattr(reducer.session, "EarlyExecutor", Recorded)
+    monkeypatch.setattr(reducer.session.overlap, "EarlyExecutor", Recorded)
     return made

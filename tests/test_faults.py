@@ -346,7 +346,7 @@ def test_a_full_disk_names_the_output_and_where_the_best_is(case: Path, monkeypa
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         real(path, data)
 
-    monkeypatch.setattr(session, "write_atomically", fills_up)
+    monkeypatch.setattr(session.files, "write_atomically", fills_up)
     monkeypatch.setenv("TMPDIR", str(case / "tmp"))
     monkeypatch.chdir(case)
     with pytest.raises(session.UserError) as err:

@@ -79,7 +79,9 @@ def test_a_full_disk_during_the_final_rechecks_says_where_the_best_result_is(tmp
     import pytest
 
     from reducer.core.executor import Executor, ExecutorStats
-    from reducer.session import EXIT_CANNOT_WRITE, Settings, UserError, _Guard, _Rechecks
+    from reducer.session import EXIT_CANNOT_WRITE, Settings, UserError
+    from reducer.session.finish import Rechecks
+    from reducer.session.guard import Guard
 
     class FullDisk(Executor):
         workers, stats = 2, ExecutorStats()
@@ -97,9 +99,9 @@ def test_a_full_disk_during_the_final_rechecks_says_where_the_best_result_is(tmp
 
     script = make_script(tmp_path / "check.sh", "exit 0")
     out = tmp_path / "out.mlir"
-    guard = _Guard(Settings(str(tmp_path / "in.mlir"), str(script), str(out)), str(out))
+    guard = Guard(Settings(str(tmp_path / "in.mlir"), str(script), str(out)), str(out))
     guard.good = b"module {}\n"
-    rechecks = _Rechecks(ScriptOracle(str(script), "in.mlir", 30.0), None, guard, FullDisk())
+    rechecks = Rechecks(ScriptOracle(str(script), "in.mlir", 30.0), None, guard, FullDisk())
     with pytest.raises(UserError) as raised:
         rechecks.confirm(b"module {}\n", 3)
     assert raised.value.code == EXIT_CANNOT_WRITE
@@ -193,18 +195,18 @@ def test_an_early_reprint_verdict_counts_only_where_the_run_would_reach_the_same
     """Checked before the run's timeout is known, the re-print's verdict is used only if
     the check with that timeout could not have differed: a run longer than it would
     have been cut off, so that one is checked again."""
-    from reducer.session import _Reprinted
+    from reducer.session.overlap import Reprinted
 
     check = make_script(tmp_path / "check.sh", "sleep 0.5; exit 0")
     early_oracle = ScriptOracle(str(check), "in.mlir", 300.0)
     with LocalExecutor(None, 1) as ex:
-        early = _Reprinted(UNPRINTED, True, early_oracle, ex)
+        early = Reprinted(UNPRINTED, True, early_oracle, ex)
         assert early.data is not None and early.data.decode() != UNPRINTED
         assert early.verdict(early.data, early_oracle.with_timeout(0.3)) is None  # took 0.5 s
-        early = _Reprinted(UNPRINTED, True, early_oracle, ex)
+        early = Reprinted(UNPRINTED, True, early_oracle, ex)
         verdict = early.verdict(early.data, early_oracle.with_timeout(30.0))
         assert verdict is not None and verdict.interesting
-        early = _Reprinted(UNPRINTED, True, early_oracle, ex)
+        early = Reprinted(UNPRINTED, True, early_oracle, ex)
         assert early.verdict(early.data, ScriptOracle(str(check), "other.mlir", 30.0)) is None  # another oracle
 
 
@@ -235,7 +237,9 @@ def test_the_reprint_goes_early_only_with_a_worker_for_it_and_a_fresh_start(
     """With one worker it would delay the original's verdict (with two it queues behind
     the original's checks and starts when one ends); with a result already in the output
     the run may start from that instead, so the original's re-print is not checked ahead then."""
-    from reducer.session import Settings, _check_original, _Guard
+    from reducer.session import Settings
+    from reducer.session.guard import Guard
+    from reducer.session.start import check_original
 
     src = tmp_path / "in.mlir"
     src.write_text(UNPRINTED)
@@ -249,8 +253,8 @@ def test_the_reprint_goes_early_only_with_a_worker_for_it_and_a_fresh_start(
             return super().submit(data, oracle)
 
     with Counting(None, workers) as ex:
-        *_, reprinted = _check_original(
-            settings, UNPRINTED, "in.mlir", _Guard(settings, settings.output), ex, reprint_early=fresh_start
+        *_, reprinted = check_original(
+            settings, UNPRINTED, "in.mlir", Guard(settings, settings.output), ex, reprint_early=fresh_start
         )
         if reprinted is not None:
             reprinted.cancel()

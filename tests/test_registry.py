@@ -65,7 +65,7 @@ def test_list_order_is_run_order(tmp_path: Path, monkeypatch, first: str):
     """Either word alone keeps the file interesting, so the strategy listed first makes the
     one cut that is kept and the other's cut is then refused: the survivor names the order."""
     order = [CutApple, CutPear] if first == "apple" else [CutPear, CutApple]
-    monkeypatch.setattr(session, "registry", lambda: {c.name: c for c in order})
+    monkeypatch.setattr(session.wiring, "registry", lambda: {c.name: c for c in order})
     out = _reduce(tmp_path)
     survivor = "pear" if first == "apple" else "apple"
     assert survivor in out and first not in out

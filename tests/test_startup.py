@@ -33,7 +33,7 @@ def test_the_strategies_load_while_the_originals_checks_run(tmp_path, monkeypatc
 
     loaded: list[float] = []
     registry = session.registry
-    monkeypatch.setattr(session, "registry", lambda: loaded.append(time.time()) or registry())
+    monkeypatch.setattr(session.wiring, "registry", lambda: loaded.append(time.time()) or registry())
     src, log = tmp_path / "in.mlir", tmp_path / "ends"
     src.write_text("func.func @f(%a: f32) -> f32 {\n  %0 = math.atan2 %a, %a : f32\n  return %0 : f32\n}\n")
     stamp = "python3 -c 'import time; print(time.time())'"
@@ -62,7 +62,7 @@ def test_deferred_imports_load_while_the_originals_checks_run(tmp_path, monkeypa
     from reducer import session
 
     loaded: list[str] = []
-    monkeypatch.setattr(session.importlib, "import_module", lambda name: loaded.append(name))
+    monkeypatch.setattr(session.wiring.importlib, "import_module", lambda name: loaded.append(name))
     src = tmp_path / "in.mlir"
     src.write_text("func.func @f(%a: f32) -> f32 {\n  %0 = math.atan2 %a, %a : f32\n  return %0 : f32\n}\n")
     check = make_script(tmp_path / "check.sh", 'grep -q math.atan2 "$1"')

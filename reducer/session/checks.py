@@ -1,0 +1,49 @@
+"""A program checked several times, as a sequential loop would read the verdicts."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable, Sequence
+
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle, Verdict
+
+
+def check_repeatedly(
+    executor: Executor,
+    oracle: Oracle,
+    data: bytes,
+    times: int,
+    until: Callable[[Verdict], bool],
+    meanwhile: Callable[[], object] | None = None,
+    started: Sequence[concurrent.futures.Future[Verdict]] = (),
+) -> list[Verdict]:
+    """Check data `times` times and read the verdicts in order, stopping after the first
+    one `until` accepts. The checks run at once on the executor's workers (a re-check
+    waits one check, not three), except for an oracle that measures time, whose runs
+    would compete for the CPUs; checks not read are cancelled. What is read is what a
+    sequential loop would read, so the outcome does not depend on -j. An OSError out of
+    a check is raised as it is: the caller knows what to tell the user (before the run,
+    or after it, where the best result so far is). `meanwhile` runs once the first checks
+    are submitted, before any is read. `started`: checks of data by oracle on executor
+    that are already running (the engine's early re-checks), read first."""
+    concurrent_ = not oracle.measures_time
+    futures = list(started[:times])
+    for future in started[times:]:
+        executor.cancel(future)
+    futures += [executor.submit(data, oracle) for _ in range(max(0, (times if concurrent_ else 1) - len(futures)))]
+    read: list[Verdict] = []
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        while len(read) < times:
+            if len(futures) <= len(read):
+                futures.append(executor.submit(data, oracle))
+            verdict = futures[len(read)].result()
+            read.append(verdict)
+            if until(verdict):
+                break
+    finally:
+        for future in futures[len(read) :]:
+            executor.cancel(future)
+    return read

@@ -1,0 +1,428 @@
+"""One reduction from start to finish, phase by phase: a `Run` holds what the phases
+hand each other, and each method is one phase (start, prepare, reduce, after, finish).
+`reduce_file` is the way in: it checks the command, locks the output and owns the
+executor every check of the run goes through."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import os
+import time
+
+import attrs
+
+from reducer.core import limits
+from reducer.core.cache import JournaledExecutor, VerdictJournal, key
+from reducer.core.early import EarlyExecutor
+from reducer.core.engine import Engine
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle, Verdict, run_scope
+from reducer.core.state import Busy, OutputLock
+from reducer.core.strategy import Strategy
+from reducer.core.workspace import Candidate, Size, Workspace
+from reducer.progress import Monitor
+from reducer.session import overlap, triage, wiring
+from reducer.session.files import BOM, check_paths, default_output, read_input
+from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
+from reducer.session.guard import Guard
+from reducer.session.settings import (
+    EXIT_BUSY,
+    EXIT_CANNOT_WRITE,
+    EXIT_CHECK_CHANGED_FILES,
+    EXIT_USAGE,
+    Findings,
+    Flaky,
+    Interrupted,
+    LimitReached,
+    Result,
+    Settings,
+    UserError,
+)
+from reducer.session.start import (
+    Resume,
+    Start,
+    check_original,
+    choose_workspace,
+    open_journal,
+    open_state,
+    previous_best,
+    record_start,
+    size_of,
+)
+from reducer.session.wiring import build_engine, load_deferred, make_executor, select_strategies
+
+# The IREE room's modules are imported where they are used: most runs need them only
+# after the original's checks (triage, flags, the report) or not at all (a check script
+# needs no built-in oracle), and every module imported before those checks delays them
+# and the engine's first. `Run._meanwhile` imports them while the original's checks run.
+
+log = logging.getLogger(__name__)
+
+
+def reduce_file(
+    settings: Settings, executor_factory: type[Executor] | None = None, monitor: Monitor | None = None
+) -> Result:
+    """Reduce settings.input; the output holds the smallest interesting program found."""
+    began = time.monotonic()
+    settings = attrs.evolve(settings, jobs=settings.workers())
+    _check_settings(settings)
+    check_paths(settings)
+    raw = settings.text if settings.text is not None else read_input(settings.input)
+    output = settings.output or default_output(settings.input)
+    lock = OutputLock(output)
+    try:
+        lock.acquire()
+    except Busy as exc:
+        raise UserError(
+            EXIT_BUSY,
+            f"another ireereduce run (PID {exc.pid}) is writing {output}; wait for it, or give this one another -o",
+        ) from None
+    except OSError as exc:
+        raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
+    try:
+        with run_scope():
+            return _reduce(settings, raw, output, executor_factory, began, monitor or Monitor())
+    finally:
+        lock.release()
+
+
+def _check_settings(settings: Settings) -> None:
+    if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
+        raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
+    if settings.repeat < 1:
+        raise UserError(EXIT_USAGE, "--repeat must be at least 1")
+    if settings.text is not None and not settings.output:
+        raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
+
+
+def _reduce(
+    settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, began: float, monitor: Monitor
+) -> Result:
+    # One executor for every check (the original's, workflows, engine, flags, re-checks,
+    # --for-upstream); its workers are forked before any MLIR context exists here.
+    inner = make_executor(settings, None, executor_factory)
+    primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
+    try:
+        try:
+            result = Run(settings, raw, output, inner, began, monitor, primers).go()
+        finally:
+            for primer in primers:
+                primer.close()
+    except BaseException:
+        inner.close(abort=True)
+        raise
+    inner.close()
+    return result
+
+
+@attrs.define
+class Run:
+    """One reduction's state, handed from phase to phase."""
+
+    settings: Settings
+    raw: str
+    output: str
+    inner: Executor  # every check of the run goes through it
+    began: float
+    monitor: Monitor
+    primers: list[EarlyExecutor]  # closed by the caller, before the executor
+    guard: Guard = attrs.field(init=False)
+    notes: list[str] = attrs.Factory(list)  # what the run did to the input or its start
+    # start(): where the engine starts, and what ran alongside the original's checks.
+    resume: Resume = attrs.field(init=False)
+    begin: Start = attrs.field(init=False)
+    flaky_start: str | None = None  # the original passed once and failed once
+    early: overlap.Reprinted | None = None  # the re-printed original's check
+    loaded: dict[str, type[Strategy]] | None = None  # the registry, if loaded meanwhile
+    primed: overlap.Primed | None = None  # the engine, if its first checks started meanwhile
+    # prepare(): the journal, and what the output holds.
+    journal: VerdictJournal | None = None
+    history: list[str] = attrs.Factory(list)  # the start, then every committed program
+    floor: int | None = None  # bytes the output's earlier result has: nothing larger replaces it
+    replaying: bytes | None = None  # a resumed run's last commit: the output already holds it
+    judge: Oracle = attrs.field(init=False)  # the calibrated oracle, --repeat included
+    # reduce()
+    executor: JournaledExecutor = attrs.field(init=False)
+    ws: Workspace = attrs.field(init=False)
+    engine: Engine = attrs.field(init=False)
+    input_size: Size | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.guard = Guard(self.settings, self.output)
+
+    def go(self) -> Result:
+        self.start()
+        self.prepare()
+        try:
+            text, early_rechecks = self.reduce()
+        except OSError as exc:
+            raise self.guard.environment_error(exc) from None
+        except UserError as exc:
+            if exc.code == EXIT_CHECK_CHANGED_FILES:
+                self.guard.restore_output()  # the workers are stopped now: a check still running may have written it
+            raise
+        try:
+            text = self.after(text)
+        except OSError as exc:
+            raise self.guard.environment_error(exc) from None
+        return self.finish(text, early_rechecks)
+
+    # -- start -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Continue a killed run from its recorded start, or check the original and run
+        the triage that may change the program and the oracle."""
+        text = self.raw
+        if text.startswith(BOM):
+            text = text[len(BOM) :]
+            self.notes.append("removed the UTF-8 byte-order mark from the input")
+        self.resume = open_state(self.settings, self.raw, self.output)
+        if self.resume.start is not None:
+            self.begin = self.resume.start
+            self.notes.extend(self.begin.findings.notes)
+        else:
+            self.begin = self._check_start(text)
+            record_start(self.resume, self.begin)
+        self.begin.findings.notes = self.notes
+
+    def _check_start(self, text: str) -> Start:
+        settings = self.settings
+        self.monitor.phase("checking the original")
+        oracle, verdict, timeout, self.flaky_start, self.early = check_original(
+            settings,
+            text,
+            self._basename(),
+            self.guard,
+            self.inner,
+            meanwhile=self._meanwhile,
+            # A smaller result already in the output may be where the run starts instead.
+            reprint_early=settings.fresh or not os.path.exists(self.output),
+        )
+        self.monitor.phase("triage")
+        findings = Findings()
+        text, oracle = triage.before(settings, text, oracle, findings, self.inner)
+        original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
+        if not settings.fresh and os.path.exists(self.output):
+            previous = previous_best(self.output, text, oracle, self.guard, self.inner)
+            if previous is not None:
+                findings.notes.append(
+                    f"started from the smaller interesting program already in {self.output} "
+                    f"({len(previous.encode())} bytes; --fresh starts from the input)"
+                )
+                log.info("%s", findings.notes[-1])
+                text = previous
+        findings.notes[:0] = self.notes
+        self.notes = list(findings.notes)
+        return Start(text, oracle, verdict, timeout, findings, original_text)
+
+    def _basename(self) -> str:
+        return os.path.basename(self.settings.input) if self.settings.text is None else "input.mlir"
+
+    def _meanwhile(self, reprinted: overlap.Reprinted | None) -> None:
+        """While the original's checks run: load the strategies (the MLIR bindings,
+        networkx: about a second) and prime the engine's first checks on idle workers;
+        then what the rest of the run needs (the IREE room; the report's tool versions: a
+        subprocess and importlib.metadata, 50 ms; the caller's `Monitor.on_idle`), where
+        this process would only wait."""
+        self.loaded = wiring.registry()
+        if reprinted is not None:
+            self.primed = overlap.prime(
+                self.settings, reprinted, self.loaded, self.inner, self.monitor.engine_event, self.primers
+            )
+        load_deferred(self.loaded)
+        from reducer.iree import flags, phases, report, upstream  # noqa: F401  (see the imports)
+
+        report.versions()
+        self.monitor.idle()
+
+    # -- prepare ---------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Open the journal, and see what the output already holds: a resumed run's last
+        commit (replayed, not written again), or an earlier run's smaller result (the
+        floor nothing larger replaces)."""
+        self.judge = triage.repeated(self.begin.oracle, self.settings.repeat)
+        self.journal = open_journal(self.resume, self.begin.findings.notes)
+        resumed = self.resume.start is not None
+        text = self.begin.text
+        try:
+            with open(self.output, "rb") as f:
+                current: bytes | None = f.read()
+        except OSError:
+            current = None
+        if current is not None and self.journal is not None and resumed:
+            self.replaying = key(current)
+        if current is not None and (resumed or current.decode(errors="replace") == text):
+            self.guard.good = current
+        self.history = [text]
+        # Started from an earlier run's output: the output takes no program with more
+        # bytes than that one (the engine's order also counts type bits, and it re-prints).
+        if not resumed and current is not None and self.guard.good == current:
+            self.floor = len(current)
+
+    # -- reduce ----------------------------------------------------------------------
+
+    def reduce(self) -> tuple[str, list[concurrent.futures.Future[Verdict]]]:
+        """Run the engine from the start; the final text, and the final re-checks it
+        started early (kept only if nothing checks programs between it and them)."""
+        self.executor = JournaledExecutor(self.inner, self.journal, after=self.guard.check)
+        text = self.begin.text
+        self.ws = choose_workspace(text, self.judged, self.settings.verify, self.early)
+        if self.early is not None:
+            self.early.cancel()  # not needed after all (the start changed, or MLIR prints it as it is)
+        self.engine = self._engine()
+        try:
+            with self.monitor.watching(self.engine):
+                self.engine.run()
+        except (KeyboardInterrupt, *limits.STOPPED) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of exception types
+            self.engine.stats.final = self.engine.best.size if self.engine.best is not None else self.ws.size
+            if isinstance(exc, limits.STOPPED):
+                raise LimitReached(self.result(), getattr(exc, "reason", str(exc))) from None
+            raise Interrupted(self.result()) from None
+        self.monitor.phase("finishing")
+        # Nothing committed: keep the start as it was, not re-printed (which may be longer).
+        final = self.ws.program.text if len(self.history) > 1 and self.floor is None else text
+        # Tidying (text mode), --reduce-flags and --for-upstream check programs of their
+        # own, which would queue behind the early re-checks, and may change the text or
+        # the oracle they are of.
+        early_rechecks = self.engine.confirmations(final.encode())
+        if (
+            self.ws.mode == "text"
+            or triage.reduces_flags(self.settings, self.begin.oracle)
+            or self.settings.for_upstream
+        ):
+            for future in early_rechecks:
+                self.inner.cancel(future)
+            early_rechecks = []
+        if self.ws.mode == "text":
+            final = tidy_whitespace(final, self.judged, self.begin.findings)
+            self._committed(final)
+        return final, early_rechecks
+
+    def _engine(self) -> Engine:
+        """The primed engine if it started from this very program, else a new one."""
+        settings, ws = self.settings, self.ws
+        strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies, self.loaded)
+        # Sizes everywhere (log, summary, report) measure the program as ireereduce prints
+        # it, so the first improvement compares like with like, not with the input's spelling.
+        original = self.begin.original_text
+        self.input_size = ws.size if self.begin.text == original else size_of(original)
+        log.info(
+            "reducing %s (%s) as %s with %d workers, check timeout %.1f s",
+            settings.input,
+            ws.size,
+            ws.mode,
+            settings.jobs,
+            self.begin.timeout,
+        )
+        if self.primed is not None and self.primed.matches(ws):
+            engine = overlap.take_over(self.primed, self.executor, self.judge, self.improved, self.should_stop)
+        else:
+            if self.primed is not None:
+                self.primed.executor.discard()  # the run starts from another program
+            engine = build_engine(
+                settings,
+                ws,
+                strategies,
+                self.executor,
+                self.judge,
+                self.inner,
+                self.monitor.engine_event,
+                self.improved,
+                self.should_stop,
+            )
+        engine.stats.original = ws.size  # as reduction started
+        self.monitor.start(self.input_size, ws.size, ws.mode, settings.workers(), self.begin.timeout, ws.program.text)
+        return engine
+
+    def judged(self, data: bytes) -> bool:
+        """Whether data is interesting, read from the early re-print's check if it is provably the same."""
+        known = self.early.verdict(data, self.judge) if self.early is not None else None
+        if known is None:
+            return self.executor.submit(data, self.judge).result().interesting
+        self.executor.record(data, known)
+        return known.interesting
+
+    def improved(self, candidate: Candidate) -> None:
+        """A commit: written to the output, unless a resumed run replays what it holds or
+        the output's earlier result is still smaller."""
+        self.history.append(candidate.data.decode())
+        if self.replaying is not None:
+            if key(candidate.data) == self.replaying:
+                self.replaying = None
+            return
+        if self.floor is not None:
+            if len(candidate.data) > self.floor:
+                return
+            self.floor = None
+        self.guard.write_output(candidate.data)
+        self.monitor.improve(candidate)
+
+    def should_stop(self) -> str | None:
+        """--max-time and --max-checks: why the engine must stop now, if it must."""
+        return limits.Limits(self.began, self.settings.max_time, self.settings.max_checks).reason(
+            self.engine.stats.oracle_calls
+        )
+
+    def _committed(self, text: str) -> None:
+        if text != self.history[-1]:
+            self.history.append(text)
+
+    # -- after and finish ------------------------------------------------------------
+
+    def after(self, text: str) -> str:
+        """The flags and --for-upstream steps, counted with the engine's checks."""
+        done = triage.after(self.settings, self.ws.mode, text, self.begin.oracle, self.begin.findings, self.inner)
+        self.engine.stats.oracle_calls += done.checks
+        if done.oracle is not self.begin.oracle:
+            self.begin = attrs.evolve(self.begin, oracle=done.oracle)
+            self.judge = triage.repeated(done.oracle, self.settings.repeat)
+        self._committed(done.text)
+        return done.text
+
+    def finish(self, text: str, early_rechecks: list[concurrent.futures.Future[Verdict]]) -> Result:
+        """Write the final program, re-check it, walk back if a flaky check rejects it."""
+        if self.guard.good != text.encode():
+            self.guard.write_output(text.encode())
+        stats = self.engine.stats
+        rechecks = Rechecks(self.judge, self.journal, self.guard, self.inner)
+        stats.final = Size(stats.final.ops, len(text.encode()))
+        stats.oracle_calls += self.begin.findings.workflow_checks
+        try:
+            settled = settle(rechecks, text, self.history, early_rechecks, self.output, self.flaky_start)
+        except KeyboardInterrupt:
+            raise Interrupted(self.result()) from None
+        if not settled.confirmed:
+            self.guard.write_output(settled.text.encode())
+            stats.final = Size(None, len(settled.text.encode()))
+        elif self.flaky_start:
+            self.begin.findings.notes.append(
+                f"the check looked flaky at the start ({self.flaky_start}); the result passed {FINAL_CONFIRM} re-checks"
+            )
+        confirmed = settled.confirmed
+        final = rechecks.last if rechecks.last is not None else Verdict(confirmed, 0 if confirmed else 1)
+        if self.resume.state is not None:
+            self.resume.state.remove()
+        res = self.result(final, settled.flaky)
+        if settled.flaky is not None:
+            raise Flaky(res)
+        return res
+
+    def result(self, final: Verdict | None = None, flaky: str | None = None) -> Result:
+        state = self.resume.state
+        return Result(
+            self.output,
+            self.ws.mode,
+            self.engine.stats,
+            time.monotonic() - self.began,
+            self.begin.timeout,
+            self.begin.verdict.seconds,
+            self.begin.findings,
+            self.begin.oracle,
+            final,
+            self.input_size,
+            flaky,
+            state.path if state is not None and state.exists() else None,
+        )

@@ -1,0 +1,183 @@
+"""What a run is given and what it gives back: the settings, the result, and the
+documented exit codes with the errors that carry them.
+
+Every way a user's input can be wrong ends in a `UserError` with one line saying what
+is wrong and what to do, and a documented exit code (EXIT_CODES, also in the README).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from reducer.core.engine import DEFAULT_MOVE_BUDGET, RunStats
+from reducer.core.oracle import Oracle, Verdict
+from reducer.core.workspace import Size
+
+if TYPE_CHECKING:
+    from reducer.iree import dispatch
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_BAD_INPUT = 3
+EXIT_BAD_CHECK = 4
+EXIT_NOT_INTERESTING = 5
+EXIT_CHECK_HANGS = 6
+EXIT_FLAKY = 7
+EXIT_CANNOT_WRITE = 8
+EXIT_BUSY = 9
+EXIT_STATE_MISMATCH = 10
+EXIT_CHECK_CHANGED_FILES = 11
+EXIT_EXECUTOR = 12
+EXIT_STOPPED = 13
+EXIT_TRIVIAL = 14
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES = {
+    EXIT_OK: "reduced; the output is interesting",
+    EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
+    EXIT_USAGE: "bad command line; an output, report, stats or log path that is the input, the check, "
+    "another of them, or not writable",
+    EXIT_BAD_INPUT: "input file missing, unreadable or not text",
+    EXIT_BAD_CHECK: "check script missing, not executable or cannot be run (also when deleted or made "
+    "non-executable mid-run); --compile's program not found",
+    EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
+    EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
+    EXIT_FLAKY: "flaky check: the reduced program failed a re-check; the output holds the last program "
+    "that passed its re-checks, and the message gives the flip rate seen",
+    EXIT_CANNOT_WRITE: "cannot write the output, report, stats or state (disk full, read-only or removed "
+    "directory); the message says where the best so far is",
+    EXIT_BUSY: "another ireereduce run is writing the same output (the message names its PID)",
+    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check (--fresh starts over)",
+    EXIT_CHECK_CHANGED_FILES: "the check changed the input, the output or itself; the output keeps the "
+    "last good program",
+    EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, or distributed is not installed",
+    EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
+    EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
+    EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
+}
+
+#: Timeout for checking the original when the user gives none (C-Reduce/C-Vise's default).
+INITIAL_TIMEOUT = 300.0
+
+
+class UserError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Interrupted(Exception):
+    def __init__(self, result: Result) -> None:
+        self.result = result
+
+
+class LimitReached(Interrupted):
+    """--max-time or --max-checks ran out: the output holds the best so far."""
+
+    def __init__(self, result: Result, reason: str) -> None:
+        super().__init__(result)
+        self.reason = reason
+
+
+class Flaky(Exception):
+    def __init__(self, result: Result) -> None:
+        self.result = result
+
+
+@attrs.define
+class Settings:
+    """Everything one reduction needs. These defaults are the only ones: the CLI and
+    `reducer.reduce` both take theirs from here."""
+
+    input: str  # a path; with `text`, only the name the input goes by ("-" for stdin)
+    check: str | None = None  # the user's script; or one of the built-in oracles below
+    output: str | None = None
+    jobs: int | None = None  # None: the number of CPUs, or 1 for timing oracles (see workers())
+    timeout: float | None = None
+    verify: bool = True
+    strategies: Sequence[str] | None = None
+    skip_strategies: Sequence[str] = ()
+    move_budget: int = DEFAULT_MOVE_BUDGET
+    # Built-in oracles (reducer/oracles): a compile command with {input}, and a second
+    # configuration for mismatches and relative compile times.
+    compile: str | None = None
+    against: str | None = None
+    mismatch: bool = False
+    runner: str = "iree-run-module --device=local-task"
+    function: str | None = None
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    slower_than: float | None = None
+    slower_than_factor: float | None = None
+    expect_error: str | None = None
+    expect_crash: bool = False
+    allow_slippage: bool = False
+    # IREE workflows (shared/seeds)
+    phases: bool = True
+    from_phase_dump: bool = False
+    isolate_dispatch: bool = False
+    reduce_flags: bool = True
+    for_upstream: bool = False
+    report: str | None = None
+    report_json: str | None = None
+    # Where checks run (reducer/core/executor.py): "local" worker processes, or "dask".
+    executor: str = "local"
+    scheduler: str | None = None  # a running Dask scheduler's address; None: an embedded LocalCluster
+    resources: dict[str, float] = attrs.field(factory=dict)  # Dask worker resources each check holds
+    check_files: Sequence[str] = ()  # shipped to Dask workers with the check script
+    # Unattended runs: files the CLI writes (checked with the others before anything runs),
+    # repeated checks, and the state a killed run continues from.
+    stats_json: str | None = None
+    log_file: str | None = None
+    repeat: int = 1
+    fresh: bool = False
+    state_dir: str | None = None
+    no_state: bool = False
+    max_time: float | None = None  # seconds for the whole run; then stop with the best so far
+    max_checks: int | None = None  # checks the reduction may run; then stop likewise
+    # After the fields older callers pass by position.
+    test_args: Sequence[str] = ()  # appended to the check's arguments after the candidate's path
+    text: str | None = None  # the input itself, when it is not read from `input`
+    oracle: Oracle | None = None  # a ready-made oracle (Python API), instead of check/compile
+
+    def workers(self) -> int:
+        """Parallel checks: as many as CPUs, but one when the oracle measures time, so
+        checks do not compete for the cores they are timing."""
+        if self.jobs is not None:
+            return self.jobs
+        timing = self.slower_than is not None or self.slower_than_factor is not None
+        return 1 if timing else os.cpu_count() or 1
+
+
+@attrs.define
+class Findings:
+    """What the workflows found: for the summary, the report and the oracle-call count."""
+
+    phase: str | None = None  # the first --compile-to phase that shows the failure
+    started_from: str | None = None  # --from-phase-dump: the phase whose output IR was reduced
+    dispatch: dispatch.Isolated | None = None  # the executable reduced alone
+    flags_removed: list[str] = attrs.field(factory=list)
+    for_upstream: list[str] = attrs.field(factory=list)  # the --for-upstream steps kept
+    workflow_checks: int = 0  # oracle calls outside the engine, before it
+    notes: list[str] = attrs.field(factory=list)  # what the run did to the input or its start, for the summary
+
+
+@attrs.define
+class Result:
+    output: str
+    mode: str
+    stats: RunStats
+    seconds: float
+    timeout: float
+    initial_check_seconds: float
+    findings: Findings = attrs.field(factory=Findings)
+    oracle: Oracle | None = None
+    final_verdict: Verdict | None = None
+    input_size: Size | None = None
+    flaky: str | None = None  # what the re-checks saw, when they disagreed
+    state_dir: str | None = None  # kept for a rerun to continue from

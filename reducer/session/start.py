@@ -1,0 +1,276 @@
+"""The start of a run: the original checked (twice: a flaky check shows), the oracle
+calibrated on it, the program read as MLIR or text, and the state a killed run
+continues from (which skips all of this)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from reducer.core import ir as irutil
+from reducer.core.cache import VerdictJournal
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle, RepeatOracle, Verdict
+from reducer.core.state import RunState, differences, fingerprint
+from reducer.core.workspace import MLIRWorkspace, Size, TextWorkspace, Workspace
+from reducer.session.checks import check_repeatedly
+from reducer.session.files import user_error
+from reducer.session.guard import Guard
+from reducer.session.overlap import Reprinted
+from reducer.session.settings import (
+    EXIT_CANNOT_WRITE,
+    EXIT_CHECK_HANGS,
+    EXIT_NOT_INTERESTING,
+    EXIT_STATE_MISMATCH,
+    INITIAL_TIMEOUT,
+    Findings,
+    Settings,
+    UserError,
+)
+from reducer.session.wiring import make_oracle
+
+log = logging.getLogger(__name__)
+
+
+def default_state_dir(output: str) -> str:
+    return output + ".resume"
+
+
+@attrs.frozen
+class Start:
+    """Where the engine starts, recorded in the state directory so a rerun skips the
+    checks that found it."""
+
+    text: str
+    oracle: Oracle  # calibrated, with its timeout; not repeated
+    verdict: Verdict  # the original's
+    timeout: float
+    findings: Findings
+    original_text: str
+
+
+@attrs.define
+class Resume:
+    """The state directory of this run, and what it recorded, if it may be continued."""
+
+    state: RunState | None
+    fingerprint: dict[str, Any]
+    start: Start | None  # the recorded start, when this run continues a killed one
+
+
+def open_state(settings: Settings, raw: str, output: str) -> Resume:
+    """The run's state directory: a recorded start to continue from, or a clean slate
+    (--fresh, or a record that was killed before its start was written)."""
+    state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output))
+    fp = fingerprint(settings, raw.encode())
+    recorded = state.load() if state is not None else None
+    if state is not None and recorded is not None:
+        if settings.fresh:
+            state.remove()
+        elif recorded[0] != fp:
+            raise UserError(
+                EXIT_STATE_MISMATCH,
+                f"{state.path} holds an interrupted run of another command "
+                f"({differences(recorded[0], fp)}); rerun that command to continue it, or add --fresh "
+                "to start over",
+            )
+        else:
+            return Resume(state, fp, recorded[1])
+    elif state is not None and state.exists():
+        state.remove()  # killed before the start was recorded: nothing to continue
+    return Resume(state, fp, None)
+
+
+def _cannot_write(state: RunState, exc: OSError) -> UserError:
+    return UserError(
+        EXIT_CANNOT_WRITE,
+        f"cannot write the state directory {state.path}: {exc.strerror} (--state-dir elsewhere, or --no-state)",
+    )
+
+
+def record_start(resume: Resume, start: Start) -> None:
+    """Write the start, so a rerun after a kill skips the checks that found it."""
+    if resume.state is not None:
+        try:
+            resume.state.create(resume.fingerprint, start)
+        except OSError as exc:
+            raise _cannot_write(resume.state, exc) from None
+
+
+def open_journal(resume: Resume, notes: list[str]) -> VerdictJournal | None:
+    """The verdict journal: what a killed run checked is answered again from it."""
+    if resume.state is None:
+        return None
+    try:
+        journal = resume.state.open_journal()
+    except OSError as exc:
+        raise _cannot_write(resume.state, exc) from None
+    if resume.start is not None:
+        msg = (
+            f"continuing the interrupted run recorded in {resume.state.path} "
+            f"({len(journal.verdicts)} verdicts recorded are not checked again)"
+        )
+        log.info("%s", msg)
+        notes.append(msg)
+    return journal
+
+
+def check_original(
+    settings: Settings,
+    text: str,
+    basename: str,
+    guard: Guard,
+    executor: Executor,
+    meanwhile: Callable[[Reprinted | None], object] = lambda early: None,
+    reprint_early: bool = True,
+) -> tuple[Oracle, Verdict, float, str | None, Reprinted | None]:
+    """Run the check on the original twice (at once, given two workers): a check that
+    disagrees with itself is flaky. While they run, (if `reprint_early`, with two
+    workers or more) parse the original and check its re-printed form where that check
+    does not depend on these verdicts (see `Reprinted`), and call `meanwhile` with it;
+    neither happens while an oracle measures time."""
+    first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
+    if first.measures_time and settings.timeout is None:
+        first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
+    early: list[Reprinted] = []
+
+    # --repeat's verdict is its last run's: only with the timeout fixed is it provably the same.
+    # With two workers the re-print queues behind the original's two checks: it starts
+    # as soon as one ends, not after the parse that would follow their verdict. (A hang
+    # holds its worker only until the run reads it: `Reprinted.verdict` cuts it off at
+    # the calibrated timeout.) With one worker it would delay the original's verdict.
+    ahead = (
+        reprint_early
+        and executor.workers >= 2
+        and not (first.learns_from_original() or (settings.repeat > 1 and not settings.timeout))
+    )
+
+    def while_checking() -> None:
+        if ahead:
+            judge = RepeatOracle(first, settings.repeat) if settings.repeat > 1 else first
+            early.append(Reprinted(text, settings.verify, judge, executor))
+        meanwhile(early[0] if early else None)
+
+    try:
+        oracle, verdict, timeout, flaky = judge_original(
+            settings, text, first, guard, executor, None if first.measures_time else while_checking
+        )
+    except BaseException:
+        for e in early:
+            e.cancel()
+        raise
+    return oracle, verdict, timeout, flaky, early[0] if early else None
+
+
+def judge_original(
+    settings: Settings,
+    text: str,
+    first: Oracle,
+    guard: Guard,
+    executor: Executor,
+    meanwhile: Callable[[], None] | None,
+) -> tuple[Oracle, Verdict, float, str | None]:
+    # A timeout (of a check that does not time things) ends it: the run stops there.
+    try:
+        verdicts = check_repeatedly(
+            executor,
+            first,
+            text.encode(),
+            2,
+            until=lambda v: v.timed_out and not first.measures_time,
+            meanwhile=meanwhile,
+        )
+    except OSError as exc:
+        raise user_error(exc) from None
+    guard.check()
+    flaky = None
+    if len({v.interesting for v in verdicts}) > 1:
+        flaky = "the check passed the original once and failed it once"
+        log.warning("the check is flaky: %s; consider --repeat N (a candidate must then pass N times)", flaky)
+    verdict = next((v for v in verdicts if v.interesting), verdicts[0])
+    if verdict.timed_out and not first.measures_time:
+        raise UserError(
+            EXIT_CHECK_HANGS,
+            f"the check did not finish on the original input within {first.timeout:g} s; "
+            "fix the script or raise --timeout",
+        )
+    if not verdict.interesting:
+        raise UserError(
+            EXIT_NOT_INTERESTING,
+            f"the check says the original input is not interesting ({first.why_not(verdict)}); "
+            "it must be interesting for the input as given (mlir-reduce users: invert your script's exit codes)",
+        )
+    seconds = max(v.seconds for v in verdicts)
+    timeout = settings.timeout or 10 * seconds + 5.0
+    if first.measures_time:
+        timeout = settings.timeout or 3 * seconds + 5.0
+    oracle = first.calibrate(verdict).with_timeout(timeout)
+    if verdict.signature is not None and verdict.signature.kind != "ok":
+        log.info(
+            "the original fails with %s; candidates must fail the same way%s",
+            verdict.signature.describe(),
+            " (slippage allowed)" if settings.allow_slippage else "",
+        )
+    return oracle, verdict, timeout, flaky
+
+
+def previous_best(output: str, text: str, oracle: Oracle, guard: Guard, executor: Executor) -> str | None:
+    """The output of an earlier run, if it is smaller than text and still interesting."""
+    try:
+        with open(output, "rb") as f:
+            data = f.read()
+        previous = data.decode()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not previous.strip() or len(data) >= len(text.encode()):
+        return None
+    try:
+        interesting = check_repeatedly(executor, oracle, data, 1, until=lambda v: True)[0].interesting
+    except OSError as exc:
+        raise user_error(exc) from None
+    guard.check()
+    if not interesting:
+        log.warning("%s holds a program the check rejects; it will be replaced by the first improvement", output)
+        return None
+    return previous
+
+
+def choose_workspace(
+    text: str, judged: Callable[[bytes], bool], verify: bool, early: Reprinted | None = None
+) -> Workspace:
+    """MLIR if the input parses and the check still likes it once re-printed; else text."""
+    try:
+        parsed = early.parsed(text, verify) if early is not None else None
+        if isinstance(parsed, irutil.ParseError):
+            raise parsed
+        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
+    except irutil.ParseError as exc:
+        log.warning(
+            "input does not parse as MLIR (%s); falling back to text reduction (lines, balanced blocks, tokens)", exc
+        )
+        return TextWorkspace(text)
+    for options in (irutil.PrintOptions(), irutil.PrintOptions(debug_info=True), irutil.PrintOptions(generic=True)):
+        canonical = ws.canonical(options)
+        if canonical == text or judged(canonical.encode()):
+            if options != ws.options:
+                log.warning("the check needs the IR printed with %s; keeping that form", options)
+                ws.reprint(options)
+            return ws
+    log.warning("the check rejects the input once MLIR re-prints it; falling back to text reduction")
+    return TextWorkspace(text)
+
+
+def size_of(text: str) -> Size:
+    """The input's size as the workspace would measure it, for reports, when a workflow
+    started the reduction elsewhere."""
+    try:
+        module = irutil.parse(text, irutil.new_context())
+    except irutil.ParseError:
+        return Size(None, len(text.encode()))
+    return Size(
+        irutil.count_ops(module.operation),
+        len(irutil.to_text(module.operation, irutil.PrintOptions(), verified=False).encode()),
+    )

@@ -1,0 +1,291 @@
+"""The run's parts, looked up by name: strategies (the registry), oracles and executors
+(one table each), and the engine built from them.
+
+A new oracle is its module plus one row in ORACLES; a new executor, one row in
+EXECUTORS. The command line takes its choices from these tables (`--executor`) and its
+help from their rows, and docs/contributing.md's recipes point here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shlex
+import shutil
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from reducer.core.engine import Engine
+from reducer.core.executor import Executor, LocalExecutor
+from reducer.core.oracle import Oracle, ScriptOracle
+from reducer.core.strategy import Strategy, canonical_name, discover
+from reducer.core.workspace import Candidate, Workspace
+from reducer.session.files import check_script
+from reducer.session.finish import FINAL_CONFIRM
+from reducer.session.settings import EXIT_BAD_CHECK, EXIT_EXECUTOR, EXIT_USAGE, Settings, UserError
+
+if TYPE_CHECKING:
+    from reducer.iree.oracles.command import Command
+
+
+def registry() -> dict[str, type[Strategy]]:
+    """Every strategy, in run order: the built-in list, then plug-ins. The one place the
+    built-ins are named for the core, which never imports them itself."""
+    from strategies import BUILTIN
+
+    return discover(BUILTIN)
+
+
+def load_deferred(available: dict[str, type[Strategy]]) -> None:
+    """Import what the strategies defer (`Strategy.deferred_imports`), so that the engine
+    does not wait for it; a module that fails to load is left for the strategy to meet."""
+    for name in dict.fromkeys(m for cls in available.values() for m in cls.deferred_imports):
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+def select_strategies(
+    mode: str,
+    only: Sequence[str] | None,
+    skip: Sequence[str],
+    available: dict[str, type[Strategy]] | None = None,
+) -> list[Strategy]:
+    """Instances in run order (registry order), filtered by mode and the user's lists."""
+    available = registry() if available is None else available
+    only = None if only is None else [canonical_name(n) for n in only]
+    skip = [canonical_name(n) for n in skip]
+    unknown = [n for n in list(only or []) + list(skip) if n not in available]
+    if unknown:
+        raise UserError(EXIT_USAGE, f"unknown strategy {', '.join(unknown)}; see ireereduce --list-strategies")
+    chosen = [cls() for name, cls in available.items() if mode in cls.modes and name not in skip]
+    if only is not None:
+        chosen = [s for s in chosen if s.name in only]
+    return chosen
+
+
+# -- Oracles ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class OracleKind:
+    """One row of ORACLES: when the settings ask for this oracle, and how it is built.
+    `flags` are the options only this kind takes (named to the user when they come with
+    another kind); `usage` is its line in `ireereduce --help`."""
+
+    usage: str
+    chosen: Callable[[Settings], bool]
+    build: Callable[[Settings, str, float], Oracle]
+    flags: tuple[tuple[str, str], ...] = ()  # (option, Settings field)
+
+
+def _timing(settings: Settings) -> bool:
+    return settings.slower_than is not None or settings.slower_than_factor is not None
+
+
+def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
+    """`-c "./check.sh math.exp"`: a check given with its arguments, as Shrink Ray takes it.
+    Split only when the whole string names no file and its first word does."""
+    if os.path.exists(check):
+        return check, ()
+    try:
+        words = shlex.split(check)
+    except ValueError:
+        return check, ()
+    if len(words) > 1 and os.path.isfile(words[0]):
+        return words[0], tuple(words[1:])
+    return check, ()
+
+
+def _script(settings: Settings, basename: str, timeout: float) -> Oracle:
+    script, args = script_and_args(settings.check or "")
+    return ScriptOracle(check_script(script), basename, timeout, args + tuple(settings.test_args))
+
+
+def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
+    """The compile command, the --against one and the runner, parsed; its program found."""
+    from reducer.iree.oracles import parse_command
+    from reducer.iree.oracles.command import Command, CommandError
+
+    try:
+        command = parse_command(settings.compile or "", needs_output=settings.mismatch)
+        against = parse_command(settings.against, needs_output=settings.mismatch) if settings.against else None
+    except CommandError as exc:
+        raise UserError(EXIT_USAGE, str(exc)) from None
+    try:
+        runner = Command(tuple(shlex.split(settings.runner)))
+    except ValueError as exc:
+        raise UserError(EXIT_USAGE, f"cannot split the command: {exc}") from None
+    tool = command.render()[0]
+    if shutil.which(tool) is None and not os.access(tool, os.X_OK):
+        raise UserError(
+            EXIT_BAD_CHECK,
+            f"the compile command's program {command.argv[0]!r} is not found; install it or give its path",
+        )
+    return command, against, runner
+
+
+def _mismatch(settings: Settings, basename: str, timeout: float) -> Oracle:
+    from reducer.iree.oracles.mismatch import MismatchOracle  # numpy: only a mismatch run needs it
+
+    command, against, runner = _commands(settings)
+    if against is None or _timing(settings):
+        raise UserError(
+            EXIT_USAGE, "--mismatch needs --against COMMAND (the second configuration), and no --slower-than"
+        )
+    return MismatchOracle(
+        command,
+        against,
+        basename,
+        timeout,
+        runner,
+        settings.function,
+        settings.rtol,
+        settings.atol,
+        allow_slippage=settings.allow_slippage,
+    )
+
+
+def _slow(settings: Settings, basename: str, timeout: float) -> Oracle:
+    from reducer.iree.oracles import SlowCompileOracle
+
+    command, against, _ = _commands(settings)
+    if settings.slower_than is not None and settings.slower_than_factor is not None:
+        raise UserError(EXIT_USAGE, "give one of --slower-than and --slower-than-factor")
+    if settings.slower_than_factor is not None and against is None:
+        raise UserError(EXIT_USAGE, "--slower-than-factor needs --against COMMAND (the fast compiler or flags)")
+    return SlowCompileOracle(
+        command,
+        basename,
+        timeout,
+        settings.slower_than,
+        settings.slower_than_factor,
+        against,
+        allow_slippage=settings.allow_slippage,
+    )
+
+
+def _compile(settings: Settings, basename: str, timeout: float) -> Oracle:
+    from reducer.iree.oracles import CompileOracle
+
+    command, against, _ = _commands(settings)
+    if against is not None:
+        raise UserError(EXIT_USAGE, "--against goes with --mismatch or --slower-than-factor")
+    return CompileOracle(
+        command,
+        basename,
+        timeout,
+        settings.expect_error,
+        settings.expect_crash,
+        settings.allow_slippage,
+    )
+
+
+#: The built-in ways to judge a candidate, tried in order: the first row whose `chosen`
+#: holds builds the run's oracle (a Python caller may also hand a ready-made Oracle).
+ORACLES: dict[str, OracleKind] = {
+    "check": OracleKind(
+        "--check SCRIPT                     SCRIPT exits 0 while the bug is still there",
+        lambda s: s.check is not None,
+        _script,
+    ),
+    "mismatch": OracleKind(
+        "--mismatch --compile A --against B two compiled modules give different outputs",
+        lambda s: s.mismatch,
+        _mismatch,
+        (("--mismatch", "mismatch"), ("--against", "against")),
+    ),
+    "slower": OracleKind(
+        "--compile CMD --slower-than S      compiling takes longer than S seconds",
+        _timing,
+        _slow,
+        (("--slower-than", "slower_than"), ("--slower-than-factor", "slower_than_factor"), ("--against", "against")),
+    ),
+    "compile": OracleKind(
+        "--compile CMD                      CMD fails the way it fails on INPUT ({input} = candidate)",
+        lambda s: s.compile is not None,
+        _compile,
+        (("--expect-error", "expect_error"), ("--expect-crash", "expect_crash")),
+    ),
+}
+
+
+def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
+    """The user's check script, or the built-in oracle the flags describe (ORACLES)."""
+    if settings.oracle is not None:
+        if settings.check is not None or settings.compile is not None:
+            raise UserError(EXIT_USAGE, "give an oracle, a check script or a compile command, not several")
+        return settings.oracle.with_timeout(timeout)
+    if (settings.check is None) == (settings.compile is None):
+        raise UserError(EXIT_USAGE, "give exactly one of --check SCRIPT or --compile COMMAND")
+    if settings.check is not None:
+        compile_only = dict(flag for kind in ORACLES.values() for flag in kind.flags)
+        for flag, field in compile_only.items():
+            if getattr(settings, field):
+                raise UserError(EXIT_USAGE, f"{flag} goes with --compile, not with --check")
+    kind = next(kind for kind in ORACLES.values() if kind.chosen(settings))
+    return kind.build(settings, basename, timeout)
+
+
+# -- Executors -------------------------------------------------------------------------
+
+
+def _local(settings: Settings, oracle: Oracle | None) -> Executor:
+    if settings.scheduler or settings.resources:
+        raise UserError(EXIT_USAGE, "--scheduler and --resources go with --executor dask")
+    return LocalExecutor(oracle, settings.workers())
+
+
+def _dask(settings: Settings, oracle: Oracle | None) -> Executor:
+    try:
+        from reducer.core.dask_executor import DaskExecutor, ExecutorUnavailable
+    except ImportError:
+        raise UserError(EXIT_EXECUTOR, "--executor dask needs Dask: pip install 'ireereduce[dask]'") from None
+    try:
+        return DaskExecutor(oracle, settings.workers(), settings.scheduler, settings.resources, settings.check_files)
+    except ExecutorUnavailable as exc:
+        raise UserError(EXIT_EXECUTOR, str(exc)) from None
+
+
+#: Where checks run, by `--executor` name: the first is the default.
+EXECUTORS: dict[str, Callable[[Settings, Oracle | None], Executor]] = {"local": _local, "dask": _dask}
+
+
+def make_executor(settings: Settings, oracle: Oracle | None, factory: type[Executor] | None = None) -> Executor:
+    """The executor the settings name; every check of the run goes through it (with
+    oracle None, each submit names its oracle)."""
+    if factory is not None:
+        return factory(oracle, settings.workers())  # type: ignore[call-arg]  # the ABC declares no __init__; every executor takes these two
+    if settings.executor not in EXECUTORS:
+        raise UserError(EXIT_USAGE, f"unknown executor {settings.executor!r}; give one of {', '.join(EXECUTORS)}")
+    return EXECUTORS[settings.executor](settings, oracle)
+
+
+def build_engine(
+    settings: Settings,
+    ws: Workspace,
+    strategies: Sequence[Strategy],
+    executor: Executor,
+    judge: Oracle,
+    inner: Executor,
+    on_event: Callable[[str, dict[str, object]], None],
+    on_improve: Callable[[Candidate], None] = lambda candidate: None,
+    should_stop: Callable[[], str | None] | None = None,
+) -> Engine:
+    """The engine for the run (or for its primed start, see overlap.py)."""
+    return Engine(
+        ws,
+        strategies,
+        executor,
+        on_improve,
+        move_budget=settings.move_budget,
+        oracle=judge,
+        on_event=on_event,
+        should_stop=should_stop,
+        # The final re-checks may start while the last round is judged, on the inner
+        # executor (the journal would answer them), unless they time the compiler.
+        confirm=0 if judge.measures_time else FINAL_CONFIRM,
+        confirm_on=inner,
+    )
