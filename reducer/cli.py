@@ -17,7 +17,7 @@ import click
 import multiprocessing_logging
 
 from reducer import api, progress, session
-from reducer.session import EXIT_CODES, Result, Settings, UserError
+from reducer.session import EXECUTORS, EXIT_CODES, ORACLES, Result, Settings, UserError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,14 +25,15 @@ if TYPE_CHECKING:
 #: The defaults live once, in Settings; the options show them.
 DEFAULTS = {f.name: f.default for f in attrs.fields(Settings)}
 
-HELP = """Reduce INPUT (an .mlir file) to a smaller program that is still interesting.
+HELP = (
+    """Reduce INPUT (an .mlir file) to a smaller program that is still interesting.
 
 \b
-Interesting is decided by a check script (--check) or a built-in oracle:
-  --compile CMD                      CMD fails the way it fails on INPUT ({input} = candidate)
-  --mismatch --compile A --against B two compiled modules give different outputs
-  --backends llvm-cpu,vmvx           the same, with the two commands made for you
-  --compile CMD --slower-than S      compiling takes longer than S seconds
+Interesting is decided by a check script or a built-in oracle:
+"""
+    + "\n".join(f"  {kind.usage}" for kind in ORACLES.values())
+    + """
+  --backends llvm-cpu,vmvx           --mismatch, with the two commands made for you
 Built-in oracles keep the original's failure signature (--allow-slippage to relax),
 stop iree-compile at the failing phase, can isolate the failing dispatch, drop flags
 the failure does not need, and write a bug report (--report, --report-json).
@@ -50,7 +51,9 @@ The output is identical for any -j.
 
 \b
 Exit codes:
-""" + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
+"""
+    + "\n".join(f"  {code:>3}  {text}" for code, text in EXIT_CODES.items())
+)
 
 
 def _list_strategies(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -111,7 +114,7 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 )
 @click.option(
     "--compile",
-    "compile_",
+    "compile",
     metavar="COMMAND",
     help="Built-in oracle: interesting while this command ({input} = the candidate) fails the way it fails on the original.",
 )
@@ -192,8 +195,8 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 )
 @click.option(
     "--executor",
-    type=click.Choice(["local", "dask"]),
-    default="local",
+    type=click.Choice(list(EXECUTORS)),
+    default=next(iter(EXECUTORS)),
     show_default=True,
     help="Where checks run: worker processes here, or a Dask cluster (pip install 'ireereduce[dask]').",
 )
@@ -203,11 +206,15 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
     help="With --executor dask: a running scheduler (tcp://HOST:PORT) [default: start a local cluster with -j workers].",
 )
 @click.option(
-    "--resources", metavar="NAME=N,...", help="With --executor dask: worker resources each check holds, e.g. GPU=1."
+    "--resources",
+    metavar="NAME=N,...",
+    callback=lambda _c, _p, v: _resources(v),
+    help="With --executor dask: worker resources each check holds, e.g. GPU=1.",
 )
 @click.option(
     "--check-files",
     metavar="FILE,...",
+    callback=lambda _c, _p, v: _names(v) or (),
     help="With --executor dask: files the check script needs, shipped with it to the workers.",
 )
 @click.option(
@@ -250,10 +257,16 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 )
 @click.option(
     "--strategies",
-    "only",
+    "strategies",
+    callback=lambda _c, _p, v: _names(v),
     help="Comma-separated strategies to use (default: all that apply; llvm-reduce's names operands-zero, operands-to-args, operands-skip, arguments, ir-passes work too).",
 )
-@click.option("--skip-strategies", "skip", help="Comma-separated strategies not to use.")
+@click.option(
+    "--skip-strategies",
+    "skip_strategies",
+    callback=lambda _c, _p, v: _names(v) or (),
+    help="Comma-separated strategies not to use.",
+)
 @click.option(
     "--moves",
     "move_budget",
@@ -318,142 +331,65 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("-v", "--verbose", count=True, help="More log output (-vv: every check).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the final summary.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
-def main(
-    input_file: str,
-    check: str | None,
-    test_args: tuple[str, ...],
-    compile_: str | None,
-    expect_error: str | None,
-    expect_crash: bool,
-    allow_slippage: bool,
-    mismatch: bool,
-    against: str | None,
-    backends: str | None,
-    runner: str,
-    function: str | None,
-    rtol: float,
-    atol: float,
-    slower_than: float | None,
-    slower_than_factor: float | None,
-    phases: bool,
-    from_phase_dump: bool,
-    isolate_dispatch: bool,
-    reduce_flags: bool,
-    for_upstream: bool,
-    report: str | None,
-    report_json: str | None,
-    executor: str,
-    scheduler: str | None,
-    resources: str | None,
-    check_files: str | None,
-    output: str | None,
-    jobs: int | None,
-    timeout: float | None,
-    repeat: int,
-    fresh: bool,
-    state_dir: str | None,
-    no_state: bool,
-    no_verify: bool,
-    only: str | None,
-    skip: str | None,
-    move_budget: int,
-    max_time: float | None,
-    max_checks: int | None,
-    trivial_is_error: bool,
-    print_diff: bool,
-    progress_json: str | None,
-    heartbeat: float,
-    log_file: str | None,
-    stats_json: str | None,
-    verbose: int,
-    quiet: bool,
-    debug: bool,
-) -> None:
+def main(**params: Any) -> None:
     _ensure_stderr()
     try:  # before the log file is opened: it may be the input
-        session.check_paths(
-            Settings(
-                input=input_file,
-                check=check,
-                output=output,
-                report=report,
-                report_json=report_json,
-                stats_json=stats_json,
-                log_file=log_file,
-            )
-        )
+        session.check_paths(Settings(input=params["input_file"], **_only(params, _PATHS)))
     except UserError as exc:
         _fail(exc.code, str(exc))
-    _setup_logging(verbose, quiet, log_file)
+    _setup_logging(params["verbose"], params["quiet"], params["log_file"])
     _stop_on_signals()
-    if backends:
-        compile_, against, mismatch = _backends(backends, compile_)
-    source: str | Path = Path(input_file)
-    if input_file == "-":
-        if not output:
+    if params["backends"]:
+        params["compile"], params["against"], params["mismatch"] = _backends(params["backends"], params["compile"])
+    source: str | Path = Path(params["input_file"])
+    if params["input_file"] == "-":
+        if not params["output"]:
             _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
         source = sys.stdin.read()
-    options: dict[str, Any] = dict(
-        check=check,
-        test_args=test_args,
-        compile=compile_,
-        against=against,
-        mismatch=mismatch,
-        runner=runner,
-        function=function,
-        rtol=rtol,
-        atol=atol,
-        slower_than=slower_than,
-        slower_than_factor=slower_than_factor,
-        expect_error=expect_error,
-        expect_crash=expect_crash,
-        allow_slippage=allow_slippage,
-        phases=phases,
-        from_phase_dump=from_phase_dump,
-        isolate_dispatch=isolate_dispatch,
-        reduce_flags=reduce_flags,
-        for_upstream=for_upstream,
-        report=report,
-        report_json=report_json,
-        output=output,
-        jobs=jobs,
-        timeout=timeout,
-        verify=not no_verify,
-        strategies=_names(only),
-        skip_strategies=_names(skip) or (),
-        move_budget=move_budget,
-        max_time=max_time,
-        max_checks=max_checks,
-        stats_json=stats_json,
-        log_file=log_file,
-        repeat=repeat,
-        fresh=fresh,
-        state_dir=state_dir,
-        no_state=no_state,
-        executor=executor,
-        scheduler=scheduler,
-        resources=_resources(resources),
-        check_files=_names(check_files) or (),
-    )
-    monitor = progress.Monitor(heartbeat=heartbeat)
+    options = _only(params, _FIELDS) | {"verify": not params["no_verify"]}
+    done = _reduce(source, options, params)
+    _stop_worker_logging()
+    _summary(done.console or _console(), done.reduction.result)
+    sys.exit(_tell_end(done.reduction, params["trivial_is_error"]))
+
+
+#: Options that are Settings fields under the same name go to the run as they are.
+_FIELDS = {f.name for f in attrs.fields(Settings)} - {"input", "text", "oracle", "verify"}
+_PATHS = {"check", "output", "report", "report_json", "stats_json", "log_file"}
+
+
+def _only(params: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k in names}
+
+
+@attrs.define
+class _Done:
+    reduction: api.Reduction
+    console: Console | None
+
+
+def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any]) -> _Done:
+    """Run the reduction with the listeners the options ask for; an error is one line."""
+    monitor = progress.Monitor(heartbeat=params["heartbeat"])
     # rich (50 ms to import) is for the summary at the end: imported while the run only
     # waits for the original's checks, not before its first check (unless a terminal
     # shows the live status from the start).
     monitor.on_idle.append(_import_rich)
     console: Console | None = None
     with contextlib.ExitStack() as stack:
-        if progress_json:
-            stream = sys.stdout if progress_json == "-" else stack.enter_context(open(progress_json, "w"))
+        if params["progress_json"]:
+            target = params["progress_json"]
+            stream = sys.stdout if target == "-" else stack.enter_context(open(target, "w"))
             monitor.listeners.append(progress.JsonLines(stream, monitor.started))
-        if print_diff:
+        if params["print_diff"]:
             monitor.on_candidate.append(_diff_printer(monitor))
-        if not quiet and sys.stderr.isatty():
+        if not params["quiet"] and sys.stderr.isatty():
             console = _console()
             stack.enter_context(progress.LiveStatus(monitor, console))
-        elif not quiet:
+        elif not params["quiet"]:
             monitor.listeners.append(progress.HeartbeatLine(monitor, lambda line: click.echo(line, err=True)))
         try:
-            done = api.reduce(source, monitor=monitor, **options)
+            return _Done(api.reduce(source, monitor=monitor, **options), console)
         except UserError as exc:
             stack.close()
             _fail(exc.code, str(exc))
@@ -462,31 +398,29 @@ def main(
             click.echo("ireereduce: interrupted before reduction started", err=True)
             sys.exit(session.EXIT_INTERRUPTED)
         except Exception as exc:
-            if debug:
+            if params["debug"]:
                 raise
             stack.close()
             click.echo(
                 f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True
             )
             sys.exit(session.EXIT_INTERNAL)
-    _stop_worker_logging()
-    _summary(console or _console(), done.result)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _tell_end(done: api.Reduction, trivial_is_error: bool) -> int:
+    """The last lines for a run that did not end plainly, and the exit code."""
     code = api.EXIT_OF_STATUS[done.status]
+    where = (
+        f"the smallest interesting program so far is in {done.output}"
+        if os.path.exists(done.output or "")
+        else f"no smaller program was found yet; {done.output} was not written"
+    )
     if done.status == "interrupted":
-        where = (
-            f"the smallest interesting program so far is in {done.output}"
-            if os.path.exists(done.output or "")
-            else f"no smaller program was found yet; {done.output} was not written"
-        )
         state = done.result.state_dir
         again = f"; rerun the same command to continue (state in {state})" if state else ""
         click.echo(f"ireereduce: interrupted; {where}{again}", err=True)
     elif done.status == "stopped":
-        where = (
-            f"the smallest interesting program so far is in {done.output}"
-            if os.path.exists(done.output or "")
-            else f"no smaller program was found yet; {done.output} was not written"
-        )
         click.echo(f"ireereduce: stopped ({done.reason}); {where}", err=True)
     elif done.status == "flaky":
         click.echo(
@@ -503,7 +437,7 @@ def main(
         )
         if trivial_is_error and code == session.EXIT_OK:
             code = session.EXIT_TRIVIAL
-    sys.exit(code)
+    return code
 
 
 def _fail(code: int, message: str) -> None:
