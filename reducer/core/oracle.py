@@ -29,6 +29,8 @@ from typing import ClassVar, Protocol
 
 import attrs
 
+from reducer.core import codec
+
 log = logging.getLogger(__name__)
 
 #: Seconds between SIGTERM and SIGKILL when a check times out.
@@ -60,6 +62,7 @@ class Finding(Protocol):
     def describe(self) -> str: ...
 
 
+@codec.record()
 @attrs.frozen
 class Verdict:
     interesting: bool
@@ -97,6 +100,11 @@ class Oracle(abc.ABC):
     #: Whether a verdict depends on how long the check takes: such checks run one at a
     #: time where they are compared (the original's), as parallel ones compete for the CPUs.
     measures_time: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Every oracle may be recorded in a run's start (reducer/core/codec.py)."""
+        super().__init_subclass__(**kwargs)
+        codec.register(cls)
 
     @abc.abstractmethod
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:

@@ -17,12 +17,14 @@ import time
 
 import attrs
 
+from reducer.core import codec
 from reducer.core.executor import Executor
 from reducer.iree.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)
 
 
+@codec.record("text")
 @attrs.frozen
 class Isolated:
     """What isolation found; `failing` is empty when no executable fails alone."""

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from reducer.core import codec
+
 if TYPE_CHECKING:  # the contract, for annotations only: no cycle at run time
     import numpy as np
 
@@ -61,6 +63,7 @@ def normalise(message: str) -> str:
     return " ".join(message.split())[:300]
 
 
+@codec.record()
 @attrs.frozen
 class Signature:
     """kind: 'crash' (a signal or an LLVM stack dump), 'error' (a non-zero exit), 'ok';

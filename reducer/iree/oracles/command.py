@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from reducer.core import codec
+
 #: IREE tools resolved to the binaries in the installed wheels: skips pyenv's and pip's
 #: wrapper scripts, which also turn a crash's signal into an exit code.
 _IREE_TOOLS = ("iree-compile", "iree-opt", "iree-run-module", "iree-dump-module")
@@ -42,6 +44,7 @@ def resolve_tool(name: str) -> str:
     return shutil.which(name) or name
 
 
+@codec.record()
 @attrs.frozen
 class Command:
     argv: tuple[str, ...]  # the user's command, {input}/{output} included
