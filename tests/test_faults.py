@@ -594,3 +594,104 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# == issue 27: the state directory (defects 1 and 4) ===========================================
+# A state directory is one the run made and marked as its own; it removes only that, and
+# never trusts what it finds in one before the fingerprint matches, nor as code ever.
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and directory (None) under root."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize(
+    "state_dir, words",
+    [
+        ("mine", "the state directory mine holds files ireereduce did not write"),
+        ("mine/", "the state directory mine/ holds files ireereduce did not write"),
+        (".", "the state directory . holds files ireereduce did not write"),
+    ],
+    ids=["users-dir", "users-dir-slash", "cwd"],
+)
+def test_a_state_dir_the_run_did_not_make_is_refused_and_untouched(case: Path, state_dir: str, words: str):
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    (case / "mine").mkdir()
+    (case / "mine" / "notes.txt").write_text("mine\n")
+    (case / "mine" / "run.json").write_text("{}\n")  # a name the state uses, and still not ours
+    (case / "mine" / "deep").mkdir()
+    (case / "mine" / "deep" / "data.bin").write_bytes(b"\0\1")
+    before = _tree(case)
+    proc = cli(case, "input.mlir", "--check", "check.sh", "--state-dir", state_dir)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert words in line and "--state-dir" in line, line
+    assert not (case / "ran").exists()  # refused before the first check
+    assert _tree(case) == before
+    assert_clean(case)
+
+
+def test_a_state_dir_is_removed_only_if_the_run_made_it(case: Path):
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    made = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--state-dir", "new")
+    assert made.returncode == 0, made.stderr
+    assert not (case / "new").exists()
+    (case / "empty").mkdir()
+    given = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--state-dir", "empty", "-o", "out.mlir")
+    assert given.returncode == 0, given.stderr
+    assert (case / "empty").is_dir() and list((case / "empty").iterdir()) == []  # the user's, emptied of ours
+    assert_clean(case)
+
+
+#: A pickle that runs `touch PWNED` when it is loaded.
+_EVIL_PICKLE = b"cposix\nsystem\n(Vtouch PWNED\ntR."
+
+
+def _killed_run(case: Path) -> Path:
+    """A run killed with SIGKILL after its first improvement: its state directory."""
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'sleep 0.1; grep -q math.exp "$1"')
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "1", start_new_session=True)
+    wait_for(lambda: (case / "input.reduced.mlir").exists())
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    state = case / "input.reduced.mlir.resume"
+    assert (state / "run.json").is_file()
+    return state
+
+
+def test_a_planted_state_without_the_marker_is_refused_unread(case: Path):
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    state = case / "input.reduced.mlir.resume"
+    state.mkdir()
+    (state / "run.json").write_text("{}\n")
+    (state / "start.pickle").write_bytes(_EVIL_PICKLE)
+    before = _tree(case)
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert "the state directory input.reduced.mlir.resume holds files" in error_line(proc.stderr)
+    assert not (case / "PWNED").exists() and not (case / "ran").exists()
+    assert _tree(case) == before
+    assert_clean(case)
+
+
+def test_a_planted_start_in_the_runs_own_state_never_runs_code(case: Path):
+    """Whatever a state directory holds is data: a pickle is never loaded, and a start
+    naming a class ireereduce does not know is not read; the run starts over, says so in
+    one line, and ends where an uninterrupted one does."""
+    state = _killed_run(case)
+    (state / "start.pickle").write_bytes(_EVIL_PICKLE)
+    (state / "start.json").write_text('{"$class": "subprocess:Popen", "$fields": {"args": ["touch", "PWNED"]}}')
+    again = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert again.returncode == 0, again.stderr
+    assert not (case / "PWNED").exists()
+    said = [ln for ln in again.stderr.splitlines() if "input.reduced.mlir.resume" in ln]
+    assert len(said) == 2, again.stderr
+    assert "cannot be continued" in said[0] and "subprocess:Popen" in said[0] and "starting over" in said[0]
+    assert "start.pickle" in said[1]  # what was left, and why
+    assert "continuing" not in again.stderr
+    assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert sorted(p.name for p in state.iterdir()) == ["ireereduce-state", "start.pickle"]  # left, and still ours
+    assert_clean(case)

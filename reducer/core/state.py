@@ -6,6 +6,12 @@ hashes), the start (the program after the original was checked and the workflows
 the calibrated oracle with its timeout and the original's verdict) and the verdict
 journal (cache.VerdictJournal). The engine's position is not stored: the engine is
 deterministic, so replaying the journal from the start reaches it again.
+
+Everything in it is data (JSON, and the programs as text: reducer/core/codec.py), read
+only once the fingerprint in run.json matches. A run uses a directory it makes, or one
+it is given empty, and marks it as its own (MARKER); it removes only the files it names
+there, and the directory only if it made it. A directory holding anything else is
+refused (`RunState.refusal`): what the user keeps there is never touched.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
-import pickle
-import shutil
+import re
 from typing import Any
 
+from reducer.core import codec
 from reducer.core.cache import VerdictJournal
+
+log = logging.getLogger(__name__)
 
 #: Settings that do not change which program the run ends with (or name files only).
 #: Where checks run never changes the result (the engine is deterministic for any -j and
@@ -125,52 +134,191 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "other settings (" + ", ".join("--" + n.replace("_", "-") for n in names) + ")"
 
 
+#: The file that makes a directory a run's own, and its first line.
+MARKER = "ireereduce-state"
+MAGIC = "ireereduce state directory"
+#: Its second line: whether the run made the directory (then it removes it at the end)
+#: or was given it empty (then it leaves it, empty).
+MADE, GIVEN = "made", "given"
+#: run.json's format: 2 is JSON (1, a pickled start, is not read).
+FORMAT = 2
+_RUN, _START, _JOURNAL = "run.json", "start.json", "verdicts.jsonl"
+#: The files a run writes in its directory (besides the marker); nothing else is removed.
+_NAMES = {_RUN, _RUN + ".tmp", _START, _START + ".tmp", _JOURNAL}
+#: A program of the start, stored as text: start-<its path in the start>.mlir.
+_PROGRAM = re.compile(r"start-([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)\.mlir")
+
+
+class NotOurs(OSError):
+    """The directory holds files this run did not write: it is not used, nor touched."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(errno.EEXIST, "it holds files ireereduce did not write", path)
+
+
 class RunState:
     """One run's state directory."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.journal: VerdictJournal | None = None
+        self._told = False  # that files someone else put here stay
 
-    @property
-    def _run(self) -> str:
-        return os.path.join(self.path, "run.json")
+    def _file(self, name: str) -> str:
+        return os.path.join(self.path, name)
 
-    @property
-    def _start(self) -> str:
-        return os.path.join(self.path, "start.pickle")
-
-    def load(self) -> tuple[dict[str, Any], Any] | None:
-        """The recorded fingerprint and start, or None when there is no complete record."""
+    def _mark(self) -> str | None:
+        """The marker's second line (MADE or GIVEN) if the directory is a run's own."""
         try:
-            with open(self._run) as f:
-                recorded = json.load(f)
-            with open(self._start, "rb") as f:
-                start = pickle.load(f)
-        except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+            with open(self._file(MARKER), "rb") as f:
+                lines = f.read(256).decode(errors="replace").splitlines()
+        except OSError:
             return None
-        return recorded, start
+        if len(lines) < 2 or lines[0] != MAGIC:
+            return None
+        return MADE if lines[1] == MADE else GIVEN
+
+    def refusal(self) -> str | None:
+        """Why the run may not use the directory, in one line for the user; None when it may:
+        it does not exist yet (the run makes it), is empty, or is a run's own."""
+        path = self.path
+        if not os.path.lexists(path):
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                return f"cannot make the state directory {path}: the directory {parent} does not exist (--state-dir)"
+            return None
+        if not os.path.isdir(path):
+            return f"the state directory {path} is not a directory; give --state-dir a new or empty directory"
+        try:
+            entries = os.listdir(path)
+        except OSError as exc:
+            return f"cannot read the state directory {path}: {exc.strerror} (--state-dir elsewhere, or --no-state)"
+        if not entries or self._mark() is not None:
+            return None
+        return (
+            f"the state directory {path} holds files ireereduce did not write (no {MARKER} file in it); a run removes "
+            "only a directory it made: give --state-dir a new or empty directory, or --no-state"
+        )
 
     def exists(self) -> bool:
-        return os.path.exists(self.path)
+        """Whether the directory is a run's own: what is recorded there may be continued or removed."""
+        return self._mark() is not None
+
+    def load(self, fp: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
+        """The recorded fingerprint and start, or None when there is no complete record.
+        The start is read only if the fingerprint is fp (else it is None): nothing in a
+        directory is used before it is known to be this command's."""
+        if not self.exists():
+            return None
+        try:
+            with open(self._file(_RUN), "rb") as f:
+                run = json.loads(f.read())
+        except FileNotFoundError:
+            return None  # killed before its start was recorded
+        except (OSError, ValueError, RecursionError) as exc:
+            return self._unusable(f"its {_RUN} cannot be read: {exc}")
+        if not isinstance(run, dict) or run.get("format") != FORMAT or not isinstance(run.get("fingerprint"), dict):
+            return self._unusable(f"its {_RUN} was not written by this version of ireereduce")
+        recorded: dict[str, Any] = run["fingerprint"]
+        if recorded != fp:
+            return recorded, None
+        try:
+            with open(self._file(_START), "rb") as f:
+                start = codec.decode(json.loads(f.read()), self._read_program)
+        except (OSError, ValueError, RecursionError) as exc:  # codec.CodecError is a ValueError
+            return self._unusable(f"its start cannot be read: {exc}")
+        return recorded, start
+
+    def _unusable(self, why: str) -> tuple[dict[str, Any], Any] | None:
+        """No record to continue (None), having told the user why."""
+        log.warning("the state directory %s cannot be continued (%s); starting over", self.path, why)
+        return None
+
+    def _read_program(self, name: str) -> str:
+        file = f"start-{name}.mlir"
+        if not _PROGRAM.fullmatch(file):
+            raise codec.CodecError(f"not a program's name: {name!r}")
+        with open(self._file(file), "rb") as f:
+            return f.read().decode()
+
+    def _write_program(self, name: str, text: str) -> None:
+        file = f"start-{name}.mlir"
+        if not _PROGRAM.fullmatch(file):
+            raise codec.CodecError(f"a program at {name!r}, which is not a file name")
+        with open(self._file(file), "wb") as f:
+            f.write(text.encode())
 
     def create(self, fp: dict[str, Any], start: Any) -> None:
-        """Record a new run (the start is written before the fingerprint: a run.json
-        always has its start)."""
-        self.remove()
-        os.makedirs(self.path)
-        with open(self._start, "wb") as f:
-            pickle.dump(start, f)
-        with open(self._run + ".tmp", "w") as f:
-            json.dump(fp, f, indent=1, sort_keys=True)
-        os.replace(self._run + ".tmp", self._run)
+        """Record a new run in a directory it makes, or is given empty, or already owns:
+        the marker first, then the start, and run.json last (atomically), so a run.json
+        always has its start. Raises NotOurs (an OSError) for a directory of someone else's."""
+        self._clear()
+        if not os.path.lexists(self.path):
+            os.mkdir(self.path)
+            self._write_marker(MADE)
+        elif self._mark() is None:
+            if os.listdir(self.path):
+                raise NotOurs(self.path)
+            self._write_marker(GIVEN)
+        try:
+            data = codec.encode(start, self._write_program)
+        except codec.CodecError as exc:
+            log.warning("cannot record this run's start in %s (%s); a killed run will start over", self.path, exc)
+            return
+        self._write_json(_START, data)
+        self._write_json(_RUN, {"format": FORMAT, "fingerprint": fp})
+
+    def _write_marker(self, how: str) -> None:
+        with open(self._file(MARKER), "x") as f:
+            f.write(f"{MAGIC}\n{how}\n")
+
+    def _write_json(self, name: str, data: Any) -> None:
+        with open(self._file(name + ".tmp"), "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(self._file(name + ".tmp"), self._file(name))
 
     def open_journal(self) -> VerdictJournal:
-        self.journal = VerdictJournal(os.path.join(self.path, "verdicts.jsonl"))
+        self.journal = VerdictJournal(self._file(_JOURNAL))
         return self.journal
 
+    def _clear(self) -> None:
+        """Remove the files a run writes (run.json first: the record is gone before its
+        parts), if the directory is a run's own; nothing else, and never what is not a file."""
+        if self._mark() is None:
+            return
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return
+        for name in sorted(names, key=lambda n: n != _RUN):
+            if name in _NAMES or _PROGRAM.fullmatch(name):
+                with contextlib.suppress(OSError):  # a directory of that name is not ours
+                    os.unlink(self._file(name))
+
     def remove(self) -> None:
+        """Remove what the run wrote, and the directory if the run made it. Files someone
+        else put there stay, and with them the marker: the directory is still the run's."""
         if self.journal is not None:
             self.journal.close()
             self.journal = None
-        shutil.rmtree(self.path, ignore_errors=True)
+        how = self._mark()
+        if how is None:
+            return
+        self._clear()
+        try:
+            left = sorted(n for n in os.listdir(self.path) if n != MARKER)
+        except OSError:
+            return
+        if left:
+            if not self._told:
+                log.warning(
+                    "leaving the state directory %s: it holds %s, which ireereduce did not write",
+                    self.path,
+                    ", ".join(left),
+                )
+                self._told = True
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self._file(MARKER))
+            if how == MADE:
+                os.rmdir(self.path)

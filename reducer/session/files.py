@@ -9,6 +9,7 @@ import os
 import re
 import tempfile
 
+from reducer.core.state import RunState
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
     EXIT_BAD_INPUT,
@@ -17,6 +18,10 @@ from reducer.session.settings import (
     Settings,
     UserError,
 )
+
+
+def default_state_dir(output: str) -> str:
+    return output + ".resume"
 
 
 def default_output(path: str) -> str:
@@ -117,6 +122,10 @@ def check_paths(settings: Settings) -> None:
             raise UserError(EXIT_USAGE, f"{seen[real]} and {flag} both name {path}; give each its own file")
         seen[real] = flag
         _check_writable(flag, path)
+    # Never a directory the run did not make or was not given empty: it removes it at the end.
+    refused = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output)).refusal()
+    if refused is not None:
+        raise UserError(EXIT_USAGE, refused)
 
 
 def _check_writable(flag: str, path: str) -> None:

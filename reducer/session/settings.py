@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from reducer.core import codec
 from reducer.core.engine import DEFAULT_MOVE_BUDGET, RunStats
 from reducer.core.oracle import Oracle, Verdict
 from reducer.core.workspace import Size
@@ -154,6 +155,7 @@ class Settings:
         return 1 if timing else os.cpu_count() or 1
 
 
+@codec.record()
 @attrs.define
 class Findings:
     """What the workflows found: for the summary, the report and the oracle-call count."""

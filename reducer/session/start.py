@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+from reducer.core import codec
 from reducer.core import ir as irutil
 from reducer.core.cache import VerdictJournal
 from reducer.core.executor import Executor
@@ -17,7 +18,7 @@ from reducer.core.oracle import Oracle, RepeatOracle, Verdict
 from reducer.core.state import RunState, differences, fingerprint
 from reducer.core.workspace import MLIRWorkspace, Size, TextWorkspace, Workspace
 from reducer.session.checks import check_repeatedly
-from reducer.session.files import user_error
+from reducer.session.files import default_state_dir, user_error
 from reducer.session.guard import Guard
 from reducer.session.overlap import Reprinted
 from reducer.session.settings import (
@@ -35,10 +36,7 @@ from reducer.session.wiring import make_oracle
 log = logging.getLogger(__name__)
 
 
-def default_state_dir(output: str) -> str:
-    return output + ".resume"
-
-
+@codec.record("text", "original_text")
 @attrs.frozen
 class Start:
     """Where the engine starts, recorded in the state directory so a rerun skips the
@@ -50,6 +48,16 @@ class Start:
     timeout: float
     findings: Findings
     original_text: str
+
+
+def _iree_records() -> None:
+    """The IREE room's classes register themselves for the state's codec as they are
+    imported; a rerun reads its recorded start before anything else imports them."""
+    from reducer.iree import dispatch  # noqa: F401
+    from reducer.iree.oracles import mismatch  # noqa: F401
+
+
+codec.on_unknown(_iree_records)
 
 
 @attrs.define
@@ -66,7 +74,7 @@ def open_state(settings: Settings, raw: str, output: str) -> Resume:
     (--fresh, or a record that was killed before its start was written)."""
     state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output))
     fp = fingerprint(settings, raw.encode())
-    recorded = state.load() if state is not None else None
+    recorded = state.load(fp) if state is not None else None
     if state is not None and recorded is not None:
         if settings.fresh:
             state.remove()
