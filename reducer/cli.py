@@ -249,7 +249,7 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False),
-    help="Where a run keeps what a rerun continues from after it is killed [default: OUTPUT.resume; removed when the run finishes].",
+    help="Where a run keeps what a rerun continues from after it is killed: a new or empty directory [default: OUTPUT.resume; removed when the run finishes, if the run made it].",
 )
 @click.option("--no-state", is_flag=True, help="Keep no state: a killed run starts over.")
 @click.option(

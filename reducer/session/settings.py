@@ -42,7 +42,7 @@ EXIT_CODES = {
     EXIT_OK: "reduced; the output is interesting",
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
     EXIT_USAGE: "bad command line; an output, report, stats or log path that is the input, the check, "
-    "another of them, or not writable",
+    "another of them, or not writable; a --state-dir holding files ireereduce did not write",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text",
     EXIT_BAD_CHECK: "check script missing, not executable or cannot be run (also when deleted or made "
     "non-executable mid-run); --compile's program not found",
