@@ -4,6 +4,7 @@ process group and frees its worker, and an aborted pool leaves no process behind
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -272,3 +273,53 @@ def test_a_worker_whose_descriptors_are_numbered_past_1024_still_checks(tmp_path
         for fd in filler:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _grandchild(pids: Path) -> int:
+    return int(pids.read_text().split()[0])
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+def test_a_stopped_check_takes_its_whole_process_group_down_at_once(tmp_path: Path, how: str):
+    """A timed-out or cancelled check is killed with its whole process group, as it
+    ends, not at the run's end. The grandchild here drops the check's tag from its
+    environment (as a tool that starts its helpers with a clean environment does), so
+    only the group kill reaches it: the per-check tag sweep cannot, and the run's own
+    sweep, which would, comes only when the run ends."""
+    pids = tmp_path / "pids"
+    body = f"env -u {oracle_module.CHECK_TAG_ENV} sleep 300 & echo $! >> {pids}\nwait"
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", body)), "in.mlir", 2.0 if how == "timeout" else None)
+
+    def started() -> bool:
+        return pids.exists() and bool(pids.read_text().strip())
+
+    try:
+        if how == "timeout":
+            assert oracle.run(b"x").outcome == "timeout"
+        else:
+            with pytest.raises(Cancelled):
+                oracle.run(b"x", cancel=started)
+        assert started(), "the check never started its grandchild"
+        child = _grandchild(pids)
+        assert wait_for(lambda: not alive(child)), "the grandchild outlived its check"
+    finally:
+        if started():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(_grandchild(pids), signal.SIGKILL)
+
+
+def test_a_finished_checks_setsid_children_go_when_it_ends_not_at_the_run_end(tmp_path: Path):
+    """A child that called setsid has left the check's process group; the sweep of the
+    check's own tag kills it as the check ends. The run's sweep would too, but only when
+    the run ends: until then every check would leave one such process behind."""
+    pids = tmp_path / "pids"
+    body = f'setsid sleep 300 & echo $! >> {pids}; grep -q bug "$1"'
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", body)), "in.mlir", 30.0)
+    try:
+        assert oracle.run(b"bug").interesting  # the run's scope (this test's fixture) is still open
+        child = _grandchild(pids)
+        assert wait_for(lambda: not alive(child)), "the setsid child outlived its check"
+    finally:
+        if pids.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(_grandchild(pids), signal.SIGKILL)
