@@ -62,6 +62,28 @@ def test_another_first_error_is_a_different_bug_but_extra_errors_are_not():
     assert not signature.of(2, error("in.mlir", 3, "failed to legalize operation 'arith.truncf'")).matches(original)
 
 
+def test_a_candidate_without_the_original_error_text_is_another_failure():
+    """A candidate that fails the same way but says nothing (an empty stderr, or only a
+    warning) no longer shows the original's error: it is not the same bug."""
+    original = signature.of(1, error("in.mlir", 3, "failed to legalize operation 'arith.truncf'"))
+    silent = signature.of(1, "")
+    warned = signature.of(1, "in.mlir:3:10: warning: unused value\n")
+    assert silent.kind == warned.kind == original.kind and silent.code == original.code
+    assert not silent.matches(original)
+    assert not warned.matches(original)
+
+
+def test_a_crash_and_an_error_with_the_same_code_and_message_are_different_bugs():
+    """Only the kind tells these apart: an abort (SIGABRT, no stack printed) after the
+    error, and a plain exit with code 6 after the same error."""
+    text = error("in.mlir", 3, "failed to legalize operation 'arith.truncf'")
+    crash, exit6 = signature.of(-6, text), signature.of(6, text)
+    assert (crash.kind, exit6.kind) == ("crash", "error")
+    assert crash.code == exit6.code == 6 and crash.errors == exit6.errors and not crash.frames
+    assert not exit6.matches(crash)
+    assert not crash.matches(exit6)
+
+
 def test_types_and_numbers_normalise_but_element_types_stay():
     assert signature.normalise("'tensor.expand_shape' op expected 7 dims, got 3 for tensor<7x?xi4>") == (
         "'tensor.expand_shape' op expected N dims, got N for tensor<Nxi4>"
