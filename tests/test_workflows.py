@@ -40,17 +40,25 @@ for i in range(start, end + 1):
     if PHASES[i] == "flow" and "bad" in text:
         sys.stderr.write(f"{{src}}:1:1: error: the flow bug\n")
         sys.exit(1)
+if "late" in text and not to:  # after the last phase: writing the output
+    sys.stderr.write(f"{{src}}:1:1: error: the late bug\n")
+    sys.exit(1)
 """
+
+
+def failing_on(tmp_path: Path, program: bytes) -> CompileOracle:
+    """The stand-in compiler's oracle, calibrated on how program fails."""
+    tool = tmp_path / "bin" / "iree-compile"
+    tool.parent.mkdir(exist_ok=True)
+    tool.write_text(FAKE.format(python=sys.executable, phases=phases.PHASES))
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    o = CompileOracle(parse_command(f"{tool} {{input}} -o /dev/null"), "input.mlir", 10)
+    return o.calibrate(o.run(program))
 
 
 @pytest.fixture
 def oracle(tmp_path: Path) -> CompileOracle:
-    tool = tmp_path / "bin" / "iree-compile"
-    tool.parent.mkdir()
-    tool.write_text(FAKE.format(python=sys.executable, phases=phases.PHASES))
-    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-    o = CompileOracle(parse_command(f"{tool} {{input}} -o /dev/null"), "input.mlir", 10)
-    return o.calibrate(o.run(b"bad program"))
+    return failing_on(tmp_path, b"bad program")
 
 
 @pytest.fixture
@@ -69,6 +77,19 @@ def test_the_phase_search_finds_the_first_failing_phase_in_a_few_compiles(oracle
     limited = phases.limit(oracle, "flow")
     assert limited.run(b"bad program").interesting and not limited.run(b"good program").interesting
     assert not phases.applicable(limited)  # a command that already stops somewhere is left alone
+
+
+def test_a_failure_only_the_full_compile_shows_has_no_phase(tmp_path: Path):
+    """No --compile-to shows this bug (it comes after the last phase), so the search
+    must end past the last phase, with no phase to stop at, not at the last one: the
+    report would name that phase, and with --from-phase-dump every check would stop
+    there, where no candidate fails, so the reduction would go nowhere."""
+    oracle = failing_on(tmp_path, b"late program")
+    assert not phases.limit(oracle, phases.PHASES[-1]).run(b"late program").interesting
+    with LocalExecutor(oracle, 2) as executor:
+        search = phases.first_failing_phase(oracle, b"late program", executor)
+        assert executor.stats.checks == search.checks
+    assert search.phase is None and not search.worth_it()
 
 
 def test_reduction_can_start_from_the_phase_before(oracle: CompileOracle, executor):
