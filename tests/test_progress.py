@@ -197,3 +197,30 @@ def test_heartbeat_fires_only_after_silence():
             time.sleep(0.02)
     assert events and {kind for kind, _ in events} == {"heartbeat"}
     assert events[0][1] - start >= 0.5  # not before half a second of silence
+
+
+def test_each_improvement_moves_the_best_size_that_percent_and_heartbeats_show():
+    """The improve event's percent, the status line and every later heartbeat measure
+    the newest best, not the size the run started from."""
+    from reducer.core.workspace import Candidate, Size
+
+    events: list[tuple[str, dict]] = []
+    monitor = progress.Monitor(on_event=lambda k, f: events.append((k, f)), heartbeat=0.05, poll=0.01)
+    lines: list[str] = []
+    monitor.listeners.append(progress.HeartbeatLine(monitor, lines.append))
+    monitor.start(Size(10, 1000), Size(10, 1000), "mlir", 1, 10.0)
+    monitor.improve(Candidate("a", Size(4, 400), "drop-ops"))
+    monitor.improve(Candidate("b", Size(2, 250), "shrink-tensors"))
+    improves = [f for k, f in events if k == "improve"]
+    assert [(f["size"], f["percent"]) for f in improves] == [
+        ({"ops": 4, "bytes": 400}, 40.0),
+        ({"ops": 2, "bytes": 250}, 25.0),
+    ]
+    assert monitor.status().best == Size(2, 250) and monitor.status().percent() == 25.0
+    with monitor.running():
+        deadline = time.monotonic() + 30
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.01)
+    beats = [f for k, f in events if k == "heartbeat"]
+    assert beats and all(f["size"] == {"ops": 2, "bytes": 250} for f in beats)
+    assert "(25.0%)" in lines[0]
