@@ -55,3 +55,17 @@ func.func @f(%x: tensor<8xf32>) -> tensor<2x4xf32> {
     edits = [e for e in s.opportunities(ws.program) if e.arg == (8, 1)]
     assert type(ws.materialize(s, edits)).__name__ == "Rejected"
     assert set(find_dims(ws.program.text)) == {8, 2, 4}
+
+
+def test_two_targets_for_one_dimension_take_the_smaller():
+    """A chunk may hold both edits for one size (to 1 and to 2): the smaller wins, in
+    either order; keeping the larger would try a smaller step than the chunk names."""
+    ws = workspace(MODULE)
+    s = ShrinkTensors()
+    edits = s.opportunities(ws.program)
+    splats = [e for e in edits if e.kind == "splat"]
+    fours = [e for e in edits if e.kind == "dim" and e.arg[0] == 4]
+    assert sorted(e.arg for e in fours) == [(4, 1), (4, 2)]
+    for both in (fours, fours[::-1]):
+        cand = ws.materialize(s, splats + both)
+        assert "tensor<2x1xf32>" in cand.text and "2x2" not in cand.text and "2x4" not in cand.text
