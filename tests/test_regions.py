@@ -71,6 +71,27 @@ def test_loop_runs_once_or_never():
     assert "scf.for" not in skip and "math.exp" not in skip and "return %arg0" in skip
 
 
+def test_a_loop_run_once_binds_its_index_to_the_lower_bound():
+    """The one iteration left is the first: the index is the lower bound, never the
+    upper one (a loop from %lo to %hi never runs with %i == %hi)."""
+    looped = """
+func.func @f(%x: f32, %lo: index, %hi: index) -> f32 {
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %lo to %hi step %c1 iter_args(%acc = %x) -> f32 {
+    %k = arith.index_cast %i : index to i64
+    %f = arith.sitofp %k : i64 to f32
+    %y = arith.addf %acc, %f : f32
+    scf.yield %y : f32
+  }
+  return %r : f32
+}
+"""
+    once = outcomes(looped)[("once", None)].text
+    assert "scf.for" not in once
+    assert "arith.index_cast %arg1 : index to i64" in once  # %lo
+    assert "%arg2" not in once.split("{", 2)[2]  # %hi: the function body uses it no more
+
+
 def test_a_loop_loses_an_iter_arg_and_what_only_it_computed():
     two = """
 func.func @f(%x: f32, %y: f32, %n: index) -> (f32, f32) {
