@@ -77,6 +77,26 @@ def test_callers_adapt_to_the_new_result_type():
     assert "math.log %arg0 : f32" in cand.text
 
 
+def test_every_call_site_adapts_not_only_the_first():
+    """@g is called from two functions and twice in one: each of the three calls takes
+    the new result type (one left at the old type would not verify)."""
+    text = (
+        CALLED
+        + """
+func.func @other(%a: f32) -> f32 {
+  %0 = func.call @g(%a) : (f32) -> f32
+  %1 = func.call @g(%0) : (f32) -> f32
+  return %1 : f32
+}
+"""
+    )
+    by_edit = {(e.path, e.arg): c for e, c in each_edit(ValuesToReturn(), text)}
+    cand = by_edit[((0, 0, 0, 0, 0, 2), 0)]  # @g returns its muli (i32)
+    assert type(cand).__name__ == "Candidate", cand
+    assert cand.text.count("call @g(") == 3
+    assert cand.text.count(": (f32) -> i32") == 3 and ": (f32) -> f32" not in cand.text
+
+
 def test_a_same_typed_result_keeps_the_call_in_use():
     by_edit = {(e.path, e.arg): c for e, c in each_edit(ValuesToReturn(), CALLED)}
     cand = by_edit[((0, 0, 0, 0, 0, 3), 0)]  # @g returns the sitofp (f32)
