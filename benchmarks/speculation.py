@@ -12,7 +12,7 @@ the main process. So each row is exact and repeatable. Five cases, each with the
 one of 8 callees) and two with the bug elsewhere, a 4-layer transformer with an f6E2M3FN
 multiply, and the 1000-op scale module (math.cbrt deep in its call graph).
 
-Predictors (what `Engine._likelihood` says of a candidate):
+Predictors (what `Speculation.likelihood` says of a candidate):
 * **engine**: as it is (`reducer/core/predictor.py`);
 * **flat:P**: P for every candidate (e.g. `flat:0.5`), to weigh the engine's odds against;
 * **hint**: told only which side of even odds each candidate is on (0.6 if it is
@@ -45,8 +45,10 @@ import models  # noqa: E402
 from measured import commit  # noqa: E402
 
 from reducer import session  # noqa: E402
+from reducer.core import checks as checks_module  # noqa: E402
 from reducer.core import engine as engine_module  # noqa: E402
 from reducer.core import ir as irutil  # noqa: E402
+from reducer.core import speculation as speculation_module  # noqa: E402
 from reducer.core.executor import Executor, ExecutorStats  # noqa: E402
 from reducer.core.oracle import Oracle, Verdict  # noqa: E402
 from reducer.core.workspace import MLIRWorkspace  # noqa: E402
@@ -132,18 +134,22 @@ def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes
         ex.now += cost
         return real_materialize(*args, **kwargs)
 
-    saved = engine_module.time, engine_module.concurrent
-    engine_module.time = types.SimpleNamespace(monotonic=lambda: ex.now)  # type: ignore[assignment]
-    engine_module.concurrent = types.SimpleNamespace(  # type: ignore[assignment]
-        futures=types.SimpleNamespace(wait=ex.wait, FIRST_COMPLETED=None, Future=concurrent.futures.Future)
-    )
+    # The engine's parts that read the clock or wait on checks run in virtual time.
+    clocked = [engine_module, checks_module, speculation_module]
+    saved = [(m.time, m.__dict__.get("concurrent")) for m in clocked]
+    for module in clocked:
+        module.time = types.SimpleNamespace(monotonic=lambda: ex.now)  # type: ignore[attr-defined]
+        if "concurrent" in module.__dict__:
+            module.concurrent = types.SimpleNamespace(  # type: ignore[attr-defined]
+                futures=types.SimpleNamespace(wait=ex.wait, FIRST_COMPLETED=None, Future=concurrent.futures.Future)
+            )
     MLIRWorkspace.materialize = materialize  # type: ignore[method-assign]
     if predictor in TOLD:
         told = TOLD[predictor]
-        eng._likelihood = lambda trial: told if interesting(trial.candidate.data) else 1 - told  # type: ignore[method-assign]
+        eng.speculation.likelihood = lambda trial: told if interesting(trial.candidate.data) else 1 - told  # type: ignore[method-assign]
     elif predictor.startswith("flat:"):
         flat = float(predictor.split(":", 1)[1])
-        eng._likelihood = lambda trial: flat  # type: ignore[method-assign]
+        eng.speculation.likelihood = lambda trial: flat  # type: ignore[method-assign]
     elif predictor != "engine":
         raise click.BadParameter(f"unknown predictor {predictor!r}", param_hint="--predictors")
     try:
@@ -155,7 +161,10 @@ def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes
         while not all(f.done() for f in rechecks):
             ex.wait([f for f in rechecks if not f.done()])
     finally:
-        engine_module.time, engine_module.concurrent = saved
+        for module, (clock, futures) in zip(clocked, saved):
+            module.time = clock  # type: ignore[attr-defined]
+            if futures is not None:
+                module.concurrent = futures  # type: ignore[attr-defined]
         MLIRWorkspace.materialize = real_materialize  # type: ignore[method-assign]
     return {
         "workers": workers,

@@ -115,7 +115,7 @@ def test_a_primed_engine_whose_early_verdicts_are_dropped_ends_where_an_unprimed
         ws = TextWorkspace(text)
         engine = Engine(ws, [TextLines()], early, lambda c: None, move_budget=0, oracle=provisional)
         engine.prime(3)
-        assert len(engine._inflight) == 3
+        assert len(engine.checks.inflight) == 3
         while len(log.read_text().splitlines() if log.exists() else []) < 3:
             time.sleep(0.05)  # all three are running, provisionally
         marker.touch()

@@ -375,6 +375,7 @@ def test_the_engine_hashes_each_text_once(tmp_path: Path, monkeypatch):
     """Issue 13: a megabyte candidate was hashed for its cache key, again for the
     fingerprint's record, again as the program of the fork speculation makes of it, and
     once more by the journal. A text is now hashed once, whatever asks for its key."""
+    import sys
     from collections import Counter
 
     from conftest import workspace
@@ -387,10 +388,15 @@ def test_the_engine_hashes_each_text_once(tmp_path: Path, monkeypatch):
     from strategies.drop_ops import DropOps
     from strategies.split_functions import SplitFunctions
 
-    real = engine_module.key
+    real = cache_module.key
     hashed: Counter[bytes] = Counter()
-    monkeypatch.setattr(engine_module, "key", lambda data: hashed.update([data]) or real(data))
-    monkeypatch.setattr(cache_module, "key", lambda data: hashed.update([data]) or real(data))
+    # Every part of the engine that hashes a text, wherever the split put it.
+    hashing = [
+        m for name, m in sys.modules.items() if name.startswith("reducer.core") and getattr(m, "key", None) is real
+    ]
+    assert cache_module in hashing and len(hashing) >= 2
+    for module in hashing:
+        monkeypatch.setattr(module, "key", lambda data: hashed.update([data]) or real(data))
     funcs = "\n".join(
         f"func.func @f{i}(%x: tensor<4xf32>) -> tensor<4xf32> {{\n"
         f"  %0 = {'math.exp' if i == 3 else 'arith.negf'} %x : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}}"
@@ -508,7 +514,7 @@ def test_an_edit_that_failed_alone_is_known_as_a_repeat_in_the_next_round(tmp_pa
         decide = engine._decide
 
         def recording(trial, branch):  # type: ignore[no-untyped-def]
-            again = engine._again(trial)  # as speculation sees it: before its own verdict
+            again = engine.speculation.failures.repeats(trial)  # as speculation sees it: before its own verdict
             verdict = decide(trial, branch)
             if trial.key is not None and again:
                 repeats.append((trial.strategy.name, verdict))
@@ -692,8 +698,9 @@ def test_a_verdict_that_came_back_before_a_commit_read_it_is_kept():
     """A commit cancels the checks no decision can read any more; one that already came
     back (between the last wait and the commit) has its verdict kept in the cache, not
     thrown away, or a later decision on the same text would check it again."""
-    from reducer.core.engine import Engine, _Branch
+    from reducer.core.engine import Engine
     from reducer.core.oracle import Verdict
+    from reducer.core.trials import Branch
     from reducer.core.workspace import TextWorkspace
     from strategies.text_lines import TextLines
 
@@ -701,34 +708,35 @@ def test_a_verdict_that_came_back_before_a_commit_read_it_is_kept():
     engine = Engine(TextWorkspace("a\nb\n"), [TextLines()], ex, lambda c: None)
     came_back, running = concurrent.futures.Future(), concurrent.futures.Future()
     came_back.set_result(Verdict(False, 1))
-    engine._inflight = {b"came back": came_back, b"running": running}
-    engine._cancel(_Branch(engine.ws, iter(()), 1.0))
+    engine.checks.inflight = {b"came back": came_back, b"running": running}
+    engine._cancel(Branch(engine.ws, iter(()), 1.0))
     assert engine.cache.get(b"came back") is False and engine.cache.get(b"running") is None
-    assert ex.cancelled == [running] and not engine._inflight
+    assert ex.cancelled == [running] and not engine.checks.inflight
 
 
 def test_a_check_cancelled_as_it_finished_is_read_when_needed_not_checked_again():
     """A commit may cancel a check whose verdict is on its way back (the executor had
     finished it): the cancel cannot stop it, and if a later decision needs that text
     after all, the verdict is read from the check that ran, not paid for again."""
-    from reducer.core.engine import Engine, _Branch, _Trial
+    from reducer.core.engine import Engine
     from reducer.core.oracle import Verdict
+    from reducer.core.trials import Branch, Trial
     from reducer.core.workspace import Candidate, Size, TextWorkspace
     from strategies.text_lines import TextLines
 
     engine = Engine(TextWorkspace("a\nb\n"), [TextLines()], _NoChecks(), lambda c: None)
     finishing: concurrent.futures.Future = concurrent.futures.Future()
-    engine._inflight = {b"finishing": finishing}
-    engine._cancel(_Branch(engine.ws, iter(()), 1.0))
-    assert not engine._inflight
+    engine.checks.inflight = {b"finishing": finishing}
+    engine._cancel(Branch(engine.ws, iter(()), 1.0))
+    assert not engine.checks.inflight
     finishing.set_result(Verdict(True, 0))
-    trial = _Trial(TextLines(), 0, [], 0, 1, candidate=Candidate("a\n", Size(1, 2), "text-lines"), key=b"finishing")
-    engine._submit(trial)
-    assert engine._inflight == {b"finishing": finishing} and engine.stats.oracle_calls == 0
-    engine._wait()
+    trial = Trial(TextLines(), 0, [], 0, 1, candidate=Candidate("a\n", Size(1, 2), "text-lines"), key=b"finishing")
+    engine.checks.submit(trial)
+    assert engine.checks.inflight == {b"finishing": finishing} and engine.stats.oracle_calls == 0
+    engine.checks.wait()
     assert engine.cache.get(b"finishing") is True
     # A final re-check that finished as it was cancelled is no cancelled check either.
-    engine._confirming = {b"program": [concurrent.futures.Future()]}
-    engine._stop_confirming(keep=set())
+    engine.confirms.started = {b"program": [concurrent.futures.Future()]}
+    engine.confirms.stop(keep=set())
     engine._account()
     assert engine.stats.cancelled_checks == 0

@@ -16,9 +16,10 @@ from programs import chain
 
 from reducer.core import predictor
 from reducer.core.cache import key
-from reducer.core.engine import Engine, _Branch, _Trial
+from reducer.core.engine import Engine
 from reducer.core.executor import LocalExecutor
 from reducer.core.oracle import ScriptOracle, Verdict
+from reducer.core.trials import Branch, Trial
 from reducer.core.workspace import Candidate, Size, TextWorkspace
 from reducer.session import Settings, check_repeatedly, reduce_file
 from strategies.text_lines import TextLines
@@ -39,7 +40,7 @@ def _decisions(tmp_path: Path, text: str) -> list[tuple[list[str], bool, bool]]:
         decide = engine._decide
 
         def recording(trial, branch):  # type: ignore[no-untyped-def]
-            again = engine._again(trial)
+            again = engine.speculation.failures.repeats(trial)
             verdict = decide(trial, branch)
             lines = [trial.ws.program.text[slice(*e.arg)].strip() for e in trial.chunk_edits] if trial.ws else []
             seen.append((lines, again, verdict))
@@ -62,9 +63,9 @@ def test_a_chunk_holding_all_that_is_left_of_a_failed_one_is_a_repeat(tmp_path: 
     assert (["c"], False, True) in seen  # c alone was in no chunk that failed without keep
 
 
-def _trial(name: str, key: bytes | None, read: bool = False) -> _Trial:
+def _trial(name: str, key: bytes | None, read: bool = False) -> Trial:
     strategy = type(name, (), {"name": name})()
-    return _Trial(strategy, 0, [], 0, 1, key=key, read=read)  # type: ignore[arg-type]
+    return Trial(strategy, 0, [], 0, 1, key=key, read=read)  # type: ignore[arg-type]
 
 
 def test_the_next_rounds_order_on_a_branch_counts_the_verdicts_it_assumes():
@@ -72,13 +73,13 @@ def test_the_next_rounds_order_on_a_branch_counts_the_verdicts_it_assumes():
     succeeds (saving 40 bytes) after `other` failed twice must rank them so, although no
     decision has read those verdicts yet (the decisions will when they reach it)."""
     ws = TextWorkspace("x" * 50 + "\n")
-    main = _Branch(ws, iter(()), 1.0)
+    main = Branch(ws, iter(()), 1.0)
     main.trials = [_trial("other", b"1", read=True), _trial("other", b"2"), _trial("other", None), _trial("cut", b"3")]
     for t in main.trials:
         t.branch = main
     parent = main.trials[-1]
     parent.ws, parent.candidate = ws, Candidate("y" * 10 + "\n", Size(None, 11), "cut")
-    branch = _Branch(TextWorkspace("y" * 10 + "\n"), iter(()), 0.7, parent=parent)
+    branch = Branch(TextWorkspace("y" * 10 + "\n"), iter(()), 0.7, parent=parent)
     branch.trials = [_trial("cut", b"4"), _trial("cut", None)]
     assumed = Engine._assumed(branch)
     # `other`: one unread verdict (the read one counts already; a rejection is no verdict);
@@ -121,10 +122,10 @@ def test_rechecks_are_handed_over_only_for_the_program_they_check(tmp_path: Path
             engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
             engine.run()
             assert ws.program.text == "x\ny\n"
-            running = [f for fs in engine._confirming.values() for f in fs]
+            running = [f for fs in engine.confirms.started.values() for f in fs]
             asked = ws.program.text.encode() if handed_over else b"another program\n"
             started = engine.confirmations(asked)
-            assert engine.confirmations(asked) == [] and not engine._confirming  # handed over once
+            assert engine.confirmations(asked) == [] and not engine.confirms.started  # handed over once
             if handed_over:
                 assert 1 <= len(started) <= 3 and all(f.result().interesting for f in started)
             else:
@@ -169,7 +170,7 @@ def test_a_branch_left_behind_by_a_commit_is_not_kept_alive(tmp_path: Path):
     script = make_script(tmp_path / "check.sh", 'grep -q keep "$1"')
     with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
         engine = Engine(TextWorkspace("a\nkeep\nb\nc\nd\n"), [TextLines()], ex, lambda c: None, move_budget=0)
-        made: list[weakref.ref[_Branch]] = []
+        made: list[weakref.ref[Branch]] = []
         left_alive: list[int] = []
         opened, decide = engine._success_branch, engine._decide
 
@@ -215,12 +216,12 @@ def test_a_trial_becomes_a_repeat_when_a_failure_that_implies_it_is_read(tmp_pat
     with LocalExecutor(ScriptOracle(str(script), "in.txt", 10.0), 1) as ex:
         ws = TextWorkspace("keep\n")
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0)
-        left = _Trial(TextLines(), 0, engine._edits(ws, TextLines()), 0, 1, lineage=(8,))
-        assert not engine._again(left)
-        engine._failures += 1  # what _decide does when it reads the failure of {a, keep}
+        left = Trial(TextLines(), 0, engine._edits(ws, TextLines()), 0, 1, lineage=(8,))
+        assert not engine.speculation.failures.repeats(left)
+        engine.speculation.failures.read += 1  # what _decide does when it reads the failure of {a, keep}
         for member in (7, 8):
-            engine._failed_lineage[member].append(frozenset({7, 8}))
-        assert engine._again(left)
+            engine.speculation.failures.by_lineage[member].append(frozenset({7, 8}))
+        assert engine.speculation.failures.repeats(left)
 
 
 def test_a_candidate_that_failed_lets_go_of_its_ir(tmp_path: Path):
@@ -246,7 +247,7 @@ def test_a_candidate_that_failed_lets_go_of_its_ir(tmp_path: Path):
         engine._decide = recording  # type: ignore[method-assign]
         engine.run()
         assert failed and all(c.module is None for c in failed)
-        assert all(c.module is None for c in engine._made.values() if c in failed)
+        assert all(c.module is None for c in engine.checks.made.values() if c in failed)
 
 
 def test_a_commit_stops_the_rechecks_of_a_program_it_left(tmp_path: Path):
@@ -258,15 +259,15 @@ def test_a_commit_stops_the_rechecks_of_a_program_it_left(tmp_path: Path):
     with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 4) as ex:
         ws = TextWorkspace("a\nx\ny\nb\n")
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
-        engine._start_confirming(_Branch(ws, iter(()), 1.0))
-        left = list(engine._confirming[engine._program_key(ws)])
+        engine.confirms.start(Branch(ws, iter(()), 1.0))
+        left = list(engine.confirms.started[engine.checks.program_key(ws)])
         ws.commit(Candidate("x\ny\n", Size(None, 4), "text-lines"))
-        engine._start_confirming(_Branch(ws, iter(()), 1.0))
-        kept = list(engine._confirming[engine._program_key(ws)])
-        engine._cancel(_Branch(ws, iter(()), 1.0))
+        engine.confirms.start(Branch(ws, iter(()), 1.0))
+        kept = list(engine.confirms.started[engine.checks.program_key(ws)])
+        engine._cancel(Branch(ws, iter(()), 1.0))
         assert left and all(f.cancelled() for f in left)
         assert kept and not any(f.cancelled() for f in kept)
-        engine._stop_confirming(keep=set())
+        engine.confirms.stop(keep=set())
 
 
 def test_idle_workers_recheck_a_program_whose_own_check_is_still_pending(tmp_path: Path):
@@ -302,17 +303,17 @@ def test_idle_workers_recheck_a_program_whose_own_check_is_still_pending(tmp_pat
 @contextlib.contextmanager
 def _a_pending_trial(
     tmp_path: Path, workers: int, text: str = "a\nx\nb\n", position: int = 0
-) -> Iterator[tuple[Engine, _Branch, _Trial]]:
+) -> Iterator[tuple[Engine, Branch, Trial]]:
     """An engine whose trial at `position` (of one text-lines sweep on text) is being
     checked (every check sleeps, then fails), with the branch its success would open."""
     script = make_script(tmp_path / "check.sh", "sleep 30; exit 1")
     with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), workers) as ex:
         ws = TextWorkspace(text)
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
-        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+        branch = Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
         trial = branch.trial(position)
         assert trial is not None
-        engine._materialise(trial, ws)
+        engine.checks.materialise(trial, ws)
         trial.success = engine._success_branch(trial)
         try:
             yield engine, branch, trial
@@ -325,9 +326,9 @@ def test_a_failure_read_stops_the_rechecks_of_the_program_it_would_have_made(tmp
     read as a failure, the program can never be final and the workers go back to work."""
     with _a_pending_trial(tmp_path, 4) as (engine, branch, trial):
         assert trial.success is not None and trial.key is not None
-        engine._start_confirming(trial.success)
-        engine._start_confirming(trial.success)
-        rechecks = list(engine._confirming[engine._program_key(trial.success.ws)])
+        engine.confirms.start(trial.success)
+        engine.confirms.start(trial.success)
+        rechecks = list(engine.confirms.started[engine.checks.program_key(trial.success.ws)])
         engine.cache.put(trial.key, False)  # its check came back: not interesting
         assert engine._decide(trial, branch) is False
         assert len(rechecks) == 2 and all(f.cancelled() for f in rechecks)
@@ -340,12 +341,12 @@ def test_rechecks_of_a_pending_program_give_way_to_a_likelier_check(tmp_path: Pa
     with _a_pending_trial(tmp_path, 4) as (engine, branch, trial):
         assert trial.success is not None
         for _ in range(3):
-            engine._start_confirming(trial.success, odds=0.01)
-        rechecks = list(engine._confirming[engine._program_key(trial.success.ws)])
-        assert engine._busy() == 4
-        engine._speculate(branch)
+            engine.confirms.start(trial.success, odds=0.01)
+        rechecks = list(engine.confirms.started[engine.checks.program_key(trial.success.ws)])
+        assert engine.speculation.busy() == 4
+        engine.speculation.fill(branch)
         assert len(rechecks) == 3 and all(f.cancelled() for f in rechecks)
-        assert not engine._standby and len(engine._inflight) >= 2
+        assert not engine.confirms.standby and len(engine.checks.inflight) >= 2
 
 
 def test_a_pending_program_is_rechecked_only_where_every_recheck_finds_a_worker(tmp_path: Path):
@@ -357,20 +358,20 @@ def test_a_pending_program_is_rechecked_only_where_every_recheck_finds_a_worker(
     with LocalExecutor(ScriptOracle(str(script), "in.txt", 60.0), 5) as ex:
         ws = TextWorkspace("a\nx\ny\nb\n")
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
-        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+        branch = Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
         first, second, third = branch.trial(0), branch.trial(1), branch.trial(2)
         assert first is not None and second is not None and third is not None
-        engine._materialise(second, ws)  # a, x: leaves y and b
+        engine.checks.materialise(second, ws)  # a, x: leaves y and b
         after = engine._success_branch(second)
-        assert not engine._confirm_wanted(after, pending=True)  # nothing checkable on it yet
+        assert not engine.speculation.confirm_wanted(after, pending=True)  # nothing checkable on it yet
         on_it = after.trial(0)
         assert on_it is not None
-        engine._materialise(on_it, after.ws)
-        assert on_it.key is not None and engine._busy() == 2
-        assert engine._confirm_wanted(after, pending=True)  # three workers idle
-        engine._materialise(third, ws)
-        assert engine._busy() == 3 and not engine._confirm_wanted(after, pending=True)
-        assert not engine._confirm_wanted(after)  # not without `pending`, ever
+        engine.checks.materialise(on_it, after.ws)
+        assert on_it.key is not None and engine.speculation.busy() == 2
+        assert engine.speculation.confirm_wanted(after, pending=True)  # three workers idle
+        engine.checks.materialise(third, ws)
+        assert engine.speculation.busy() == 3 and not engine.speculation.confirm_wanted(after, pending=True)
+        assert not engine.speculation.confirm_wanted(after)  # not without `pending`, ever
         engine._cancel()
 
 
@@ -382,15 +383,15 @@ def test_a_failure_stops_the_rechecks_of_every_program_it_led_to(tmp_path: Path)
             assert trial.success is not None and trial.key is not None
             nested = trial.success.trial(0)
             assert nested is not None
-            engine._materialise(nested, trial.success.ws)
+            engine.checks.materialise(nested, trial.success.ws)
             nested.success = engine._success_branch(nested)
-            engine._start_confirming(nested.success, odds=0.5)
-            rechecks = list(engine._confirming[engine._program_key(nested.success.ws)])
+            engine.confirms.start(nested.success, odds=0.5)
+            rechecks = list(engine.confirms.started[engine.checks.program_key(nested.success.ws)])
             engine.cache.put(trial.key, False)  # trial's check came back: not interesting
             if read:
                 assert engine._decide(trial, branch) is False
             else:
-                engine._speculate(branch)
+                engine.speculation.fill(branch)
             assert rechecks and all(f.cancelled() for f in rechecks), read
 
 
@@ -404,20 +405,20 @@ def test_no_standby_while_a_program_known_to_be_interesting_lacks_its_rechecks(t
         engine = Engine(ws, [TextLines()], ex, lambda c: None, move_budget=0, confirm=3)
         engine.cache.put(key(b""), False)  # nothing left, and "a" alone: known failures
         engine.cache.put(key(b"a\n"), False)
-        branch = _Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
+        branch = Branch(ws, engine._plan(ws, engine._ordered(), 0), 1.0)
         for position in range(3):  # all of it, then each line alone
             trial = branch.trial(position)
             assert trial is not None
-            engine._materialise(trial, ws)
+            engine.checks.materialise(trial, ws)
         pending = branch.trials[1]  # without "a": being checked
         assert pending.verdict is None and branch.trials[0].verdict is branch.trials[2].verdict is False
         pending.success = engine._success_branch(pending)
         on_it = pending.success.trial(0)
         while on_it is not None:  # "x" removed (this round, and the next): known to fail
-            engine._materialise(on_it, pending.success.ws)
+            engine.checks.materialise(on_it, pending.success.ws)
             assert on_it.verdict is False
             on_it = pending.success.trial(len(pending.success.trials))
-        assert engine._confirm_wanted(pending.success, pending=True)
-        best = engine._most_likely(branch)
+        assert engine.speculation.confirm_wanted(pending.success, pending=True)
+        best = engine.speculation.most_likely(branch)
         assert best is not None and best[1] is None and best[2] is branch  # the current program's re-check
         engine._cancel()

@@ -1,16 +1,17 @@
-"""The odds speculation gives a candidate's success.
+"""The odds speculation gives a candidate's success, and the failures they are read from.
 
 Speculation spends idle workers on the candidates most likely to be needed, and reads
 "needed" off these odds: a trial is needed if every pending trial before it in its
 sweep fails, and the sweep on the program a pending trial would commit is needed if
 it succeeds. So the odds decide where the look-ahead goes, never what is committed.
+`Failures` remembers the chunks the decisions read as failures, to tell a repeat.
 
 They are two constants, chosen by measurement (`benchmarks/speculation.py`: five cases
 in virtual time, each check 1 s):
 
 * A candidate that repeats a failure (the same chunk as one that failed, one holding an
   edit that failed alone, or one holding every edit left of a chunk that failed earlier
-  in its sweep: see the engine's `_again`) mostly fails again: 0.1.
+  in its sweep: `Failures.repeats` below) mostly fails again: 0.1.
 * Any other candidate: 0.7, though fewer than half of them succeed. Until 7150c69 the
   odds were learnt from the run's verdicts (a success rate per strategy, chunk size and
   previous verdict, Beta-smoothed level by level). Those rates were right on average,
@@ -28,6 +29,12 @@ in virtual time, each check 1 s):
 
 from __future__ import annotations
 
+import collections
+
+import attrs
+
+from reducer.core.trials import Trial
+
 #: The odds of a candidate that does not repeat a failure.
 FRESH = 0.7
 #: The odds of a candidate that repeats one.
@@ -37,3 +44,55 @@ AGAIN = 0.1
 def odds(again: bool) -> float:
     """The chance speculation assumes a candidate has of being interesting."""
     return AGAIN if again else FRESH
+
+
+@attrs.define
+class Failures:
+    """The chunks the decisions read as failures: which trials repeat one. A hint for the
+    odds, never a decision (an edit names its place only on the program it was listed
+    on, and the round after a commit lists mostly the same edits)."""
+
+    #: Hashes of the chunks (strategy, edits) that failed, on any program.
+    chunks: set[int] = attrs.field(factory=set)
+    #: Failed chunks by lineage (`trials.Lineages`), indexed by each member; a round
+    #: lists every strategy's edits afresh (`new_round`).
+    by_lineage: collections.defaultdict[int, list[frozenset[int]]] = attrs.field(
+        factory=lambda: collections.defaultdict(list)
+    )
+    read: int = 0  # failures the decisions have read: a repeat can only become one
+
+    def record(self, trial: Trial) -> None:
+        """A decision read trial's verdict: not interesting."""
+        self.read += 1
+        self.chunks.add(hash(trial.identity))
+        chunk = frozenset(trial.lineage[trial.offset : trial.offset + trial.chunk])
+        for member in chunk:
+            self.by_lineage[member].append(chunk)
+
+    def new_round(self) -> None:
+        self.by_lineage.clear()
+
+    def repeats(self, trial: Trial) -> bool:
+        """Whether trial repeats a failure: the same chunk, one of its edits alone, or
+        every edit left of a chunk that failed earlier in the sweep (`_implied`). Worked
+        out again when a failure was read since (a repeat stays one)."""
+        if trial.again is None or (not trial.again and trial.again_at != self.read):
+            name = trial.strategy.name
+            trial.again = (
+                hash(trial.identity) in self.chunks
+                or any(hash((name, (edit,))) in self.chunks for edit in trial.chunk_edits)
+                or self._implied(trial)
+            )
+            trial.again_at = self.read
+        return trial.again
+
+    def _implied(self, trial: Trial) -> bool:
+        """Whether trial's chunk holds every edit left of a chunk that failed earlier in
+        the sweep: under ddmin's assumption (removing more than a failure fails too) it
+        fails as well. Edits are followed through commits by their place in the list."""
+        chunk = trial.lineage[trial.offset : trial.offset + trial.chunk]
+        failed = {id(f): f for member in chunk for f in self.by_lineage.get(member, ())}
+        if not failed:
+            return False
+        outside = set(trial.lineage).difference(chunk)  # the edits left outside the chunk
+        return any(f.isdisjoint(outside) for f in failed.values())
