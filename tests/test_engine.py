@@ -281,6 +281,36 @@ def test_no_moves_when_the_budget_is_zero(tmp_path: Path):
     assert stats.per_strategy["rewrite"].oracle_calls == 0  # not even speculatively
 
 
+def test_a_check_cancelled_by_a_commit_is_run_again_when_a_decision_needs_it(tmp_path: Path):
+    """Determinism where a cancel is involved. At the fixpoint, while the first move (to
+    xx,q: interesting, but reducing from it ends no smaller) is judged, an idle worker
+    checks the second (to y,y,y), slow to check; the first move's commit cancels that
+    check as it runs. The first move is then undone, and the decision on the second needs
+    that very text: a cancelled check is no verdict. Read as "not interesting" (from the
+    engine's cache, or from the journal the session runs through), the second move would
+    be dropped at -j 4 and kept at -j 1."""
+    from reducer.core.cache import JournaledExecutor, VerdictJournal
+    from reducer.core.engine import Engine
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.workspace import TextWorkspace
+    from strategies.text_lines import TextLines
+
+    script = make_script(tmp_path / "check.sh", 'if grep -q y "$1"; then sleep 1; fi; grep -q -e xx -e y "$1"')
+    runs = {}
+    for jobs in (1, 4):
+        journal = VerdictJournal(str(tmp_path / f"journal-{jobs}"))
+        with LocalExecutor(ScriptOracle(str(script), "in.txt", 30.0), jobs) as inner:
+            ws = TextWorkspace("a\nxx\nb\n")
+            moves = _Replace("rewrite", [("xx", "xx\nq"), ("xx", "y\ny\ny")])
+            stats = Engine(ws, [TextLines(), moves], JournaledExecutor(inner, journal), lambda c: None).run()
+        journal.close()
+        judged = sum(st.judged for st in stats.per_strategy.values())
+        runs[jobs] = (ws.program.text, stats.moves_tried, stats.moves_kept, judged)
+    assert runs[1][:3] == ("y\n", 2, 1)  # both moves interesting; the second kept, reduced to one y
+    assert runs[4] == runs[1]  # and the decisions read as many verdicts
+
+
 def test_idle_workers_check_the_moves_while_the_last_round_is_judged(tmp_path: Path):
     """The fixpoint's moves are part of what speculation runs ahead to: the move's check
     starts while the round's only candidate (deleting the line) is still being checked."""
