@@ -37,12 +37,12 @@ class Checks:
         stats: RunStats,
         oracle: Oracle | None,
         on_event: Callable[[str, dict[str, Any]], None],
-        stop: Callable[[], None],
+        check_stop: Callable[[], None],
     ) -> None:
         self.executor, self.cache, self.stats = executor, cache, stats
         self.oracle = oracle  # None: the executor's own
         self.on_event = on_event
-        self.stop = stop  # raises if the run must stop (a time or check budget)
+        self.check_stop = check_stop  # raises if the run must stop (a time or check budget)
         self.inflight: dict[bytes, concurrent.futures.Future[Verdict]] = {}
         #: Checks cancelled just after they finished: their verdicts are on the way, and
         #: are read (not checked again) if a decision needs them after all.
@@ -77,7 +77,7 @@ class Checks:
         if trial.materialised:
             return
         trial.materialised, trial.ws = True, ws
-        self.stop()
+        self.check_stop()
         made = (self.program_key(ws), trial.strategy.name, tuple(trial.chunk_edits), trial.grow)
         result = self.made.get(made)
         if result is None:
@@ -197,7 +197,7 @@ class Checks:
             if not future.cancelled():
                 self._record(k, future.result())
         self.stats.running = len(self.inflight)
-        self.stop()
+        self.check_stop()
 
     def _record(self, k: bytes, verdict: Verdict) -> None:
         """A check came back: its verdict goes in the cache, and in the run's counts."""

@@ -1,7 +1,7 @@
 """The engine's counters: per strategy, and for the whole run (`--stats-json` dumps them).
 
-Their own module because every part of the engine adds to them: the decisions, the
-checks (`checks.py`) and the early re-checks (`confirm.py`).
+Their own module because the parts of the engine share them: the decisions and the
+checks (`checks.py`) add to them, and progress reports read them while the run goes on.
 """
 
 from __future__ import annotations
