@@ -44,6 +44,16 @@ def test_a_local_dask_cluster_gives_the_local_pools_output(tmp_path: Path):
     assert result.stats.workers == 2 and result.stats.oracle_calls > 0
 
 
+def test_a_local_dask_cluster_passes_the_checks_arguments(tmp_path: Path):
+    """`--test-arg` reached the local pool's checks only: on Dask, `grep -q "$2"` got no
+    pattern, matched everything, and the run ended at an empty module with exit 0."""
+    check = 'grep -q "$2" "$1"'
+    text = chain(12, keep=4)
+    local, _ = reduce(tmp_path, text, check, "local", jobs=2, test_args=("math.exp",))
+    on_dask, result = reduce(tmp_path, text, check, "dask", jobs=2, executor="dask", test_args=("math.exp",))
+    assert "math.exp" in local and on_dask == local
+
+
 def test_an_unreachable_scheduler_is_one_line_and_a_documented_exit_code(tmp_path: Path):
     src = tmp_path / "in.mlir"
     src.write_text(chain(10, keep=3))
@@ -370,6 +380,56 @@ def _ends(proc: Path, timeout: float) -> bool:
     while proc.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return not proc.exists()
+
+
+def test_a_checks_arguments_reach_a_real_clusters_workers(tmp_path: Path, one_worker):
+    """`-c "./check.sh math.exp"` on a real cluster gives the local run's output (the
+    workers ran the check without its argument, which then accepted an empty module)."""
+    (tmp_path / "in.mlir").write_text(chain(12, keep=4))
+    where = tmp_path / "where"
+    make_script(tmp_path / "check.sh", f'echo "$0" >> {where}\ngrep -q "$2" "$1"')
+    outputs = {}
+    for name, extra in (("local", []), ("dask", ["--executor", "dask", "--scheduler", one_worker.address])):
+        proc = subprocess.run(
+            CLI + ["in.mlir", "-c", "./check.sh math.exp", "-o", f"{name}.mlir", "-j", "1", *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        outputs[name] = (tmp_path / f"{name}.mlir").read_text()
+    assert "math.exp" in outputs["local"] and outputs["dask"] == outputs["local"]
+    assert any(path.startswith(str(one_worker.worker_tmp)) for path in where.read_text().split())
+
+
+@pytest.mark.parametrize("repeat", [1, 2])
+def test_check_files_travel_with_the_script_to_a_real_clusters_workers(tmp_path: Path, one_worker, repeat: int):
+    """A check that reads a helper beside it (`--check-files`) needs the helper on the
+    worker; with `--repeat` the script is wrapped, and must still travel rather than be
+    run from this machine's path, which a worker elsewhere does not have."""
+    helper = tmp_path / "pattern"
+    helper.write_text("math.exp\n")
+    where = tmp_path / "where"
+    check = f'echo "$PPID $0" >> {where}\ngrep -q "$(cat "$(dirname "$0")/pattern")" "$1"'
+    text = chain(12, keep=4)
+    local, _ = reduce(tmp_path, text, check, "local", jobs=1, repeat=repeat)
+    where.unlink()
+    remote, _ = reduce(
+        tmp_path,
+        text,
+        check,
+        "cluster",
+        jobs=1,
+        repeat=repeat,
+        executor="dask",
+        scheduler=one_worker.address,
+        check_files=[str(helper)],
+    )
+    assert "math.exp" in local and remote == local
+    on_workers = [line.split()[1] for line in where.read_text().splitlines() if line.split()[0] != str(os.getpid())]
+    assert on_workers, "no check ran on the cluster"
+    assert all(path.startswith(str(one_worker.worker_tmp)) for path in on_workers), on_workers
 
 
 def test_a_check_cancelled_on_a_cluster_is_killed_and_frees_its_worker(tmp_path: Path, one_worker):

@@ -2,9 +2,9 @@
 scheduler (`--scheduler tcp://HOST:PORT`) whose workers may sit on other machines.
 
 What travels: a candidate as bytes; the oracle once per run (scattered to every
-worker). A check script travels as its content, with the files named by
-`--check-files`, and is written once per worker into a directory of its own, so the
-workers need the tools the check calls (iree-compile, ...) but not our files.
+worker). A check script travels as its content and its arguments, with the files
+named by `--check-files`, and is written once per worker into a directory of its own,
+so the workers need the tools the check calls (iree-compile, ...) but not our files.
 
 Dask cannot interrupt a running task (dask/distributed#4694). Each check therefore
 watches its own task's state on its worker, and kills its own process group once the
@@ -35,7 +35,17 @@ from typing import Any, ClassVar
 import attrs
 
 from reducer.core.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
-from reducer.core.oracle import CANCEL_POLL, CancelFn, Cancelled, Oracle, ScriptOracle, Verdict, never, task_scope
+from reducer.core.oracle import (
+    CANCEL_POLL,
+    CancelFn,
+    Cancelled,
+    Oracle,
+    RepeatOracle,
+    ScriptOracle,
+    Verdict,
+    never,
+    task_scope,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +94,7 @@ class ShippedScript(Oracle):
     #: The executor that shipped it: each run installs and removes a copy of its own, so
     #: one run's close never takes away the script another run's checks are using.
     owner: str = ""
+    args: tuple[str, ...] = ()  # --test-arg: after the candidate's path, as the local pool passes them
 
     @property
     def digest(self) -> str:
@@ -118,7 +129,7 @@ class ShippedScript(Oracle):
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with self._in_use():
-            return ScriptOracle(self.install(), self.basename, self.timeout).run(data, cancel)
+            return ScriptOracle(self.install(), self.basename, self.timeout, self.args).run(data, cancel)
 
     @contextlib.contextmanager
     def _in_use(self) -> Iterator[None]:
@@ -142,19 +153,23 @@ class ShippedScript(Oracle):
                 shutil.rmtree(_installed_dir(name), ignore_errors=True)
 
     def reproducer(self, path: str) -> str:
-        return ScriptOracle(self.files[0][0], self.basename, self.timeout).reproducer(path)
+        return ScriptOracle(self.files[0][0], self.basename, self.timeout, self.args).reproducer(path)
 
 
 def ship(oracle: Oracle, check_files: Sequence[str] = (), owner: str = "") -> Oracle:
-    """What can run on another machine: a check script becomes its bytes; built-in oracles
-    carry only their commands already."""
+    """What can run on another machine: a check script becomes its bytes, with its
+    arguments; built-in oracles carry only their commands already. `--repeat` wraps the
+    script, so the wrapper ships what it wraps: else a worker on another machine would
+    look for the script, and its files, at this machine's paths."""
+    if isinstance(oracle, RepeatOracle):
+        return attrs.evolve(oracle, inner=ship(oracle.inner, check_files, owner))
     if not isinstance(oracle, ScriptOracle):
         return oracle
     files = []
     for path in [oracle.script, *check_files]:
         with open(path, "rb") as f:
             files.append((os.path.basename(path), f.read()))
-    return ShippedScript(tuple(files), oracle.basename, oracle.timeout, owner)
+    return ShippedScript(tuple(files), oracle.basename, oracle.timeout, owner, oracle.args)
 
 
 def _installed_dir(dirname: str) -> str:
@@ -261,8 +276,9 @@ class DaskExecutor(Executor):
         entry = self._shipped.get(id(oracle))
         if entry is None:
             shipped = ship(oracle, self.check_files, self._owner)
-            if isinstance(shipped, ShippedScript):
-                self._installed.add(shipped.dirname)
+            script = shipped.inner if isinstance(shipped, RepeatOracle) else shipped
+            if isinstance(script, ShippedScript):
+                self._installed.add(script.dirname)
             entry = (oracle, self.client.scatter(shipped, broadcast=True, hash=False), shipped)
             self._shipped[id(oracle)] = entry  # keeps the oracle alive, so its id stays its own
         return entry[1]
