@@ -54,6 +54,29 @@ def test_a_local_dask_cluster_passes_the_checks_arguments(tmp_path: Path):
     assert "math.exp" in local and on_dask == local
 
 
+def test_a_check_that_kills_its_dask_worker_runs_as_often_as_on_the_local_pool(tmp_path: Path):
+    """Dask retries a task whose worker died up to `allowed-failures` times; the embedded
+    cluster must give a candidate the local pool's MAX_WORKER_DEATHS runs, no more. With
+    one worker, the oracle once scattered to it died with it, and Dask cancelled every
+    later check (a -j 1 run hung at its first such candidate)."""
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.executor import MAX_WORKER_DEATHS
+    from reducer.core.oracle import ScriptOracle, run_scope
+
+    runs = tmp_path / "runs"
+    body = f'echo "$(cat "$1")" >> {runs}\nif grep -q bomb "$1"; then kill -9 $PPID; sleep 30; fi\nexit 0'
+    check = make_script(tmp_path / "check.sh", body)
+    with run_scope():
+        ex = DaskExecutor(ScriptOracle(str(check), "in.mlir", 60.0), 1)
+        try:
+            bomb = ex.submit(b"bomb").result()
+            fine = ex.submit(b"fine").result()
+        finally:
+            ex.close()
+    assert bomb.outcome == "worker died" and fine.interesting
+    assert runs.read_text().split() == ["bomb"] * MAX_WORKER_DEATHS + ["fine"]
+
+
 def test_an_unreachable_scheduler_is_one_line_and_a_documented_exit_code(tmp_path: Path):
     src = tmp_path / "in.mlir"
     src.write_text(chain(10, keep=3))

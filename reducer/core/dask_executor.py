@@ -1,10 +1,10 @@
 """Checks on a Dask distributed cluster: an embedded `LocalCluster`, or a running
 scheduler (`--scheduler tcp://HOST:PORT`) whose workers may sit on other machines.
 
-What travels: a candidate as bytes; the oracle once per run (scattered to every
-worker). A check script travels as its content and its arguments, with the files
-named by `--check-files`, and is written once per worker into a directory of its own,
-so the workers need the tools the check calls (iree-compile, ...) but not our files.
+What travels: each task carries its candidate as bytes and its oracle. A check script
+travels as its content and its arguments, with the files named by `--check-files`, and
+is written once per worker into a directory of its own, so the workers need the tools
+the check calls (iree-compile, ...) but not our files.
 
 Dask cannot interrupt a running task (dask/distributed#4694). Each check therefore
 watches its own task's state on its worker, and kills its own process group once the
@@ -234,7 +234,7 @@ class DaskExecutor(Executor):
         self._cluster: Any = None
         self._lock = threading.Lock()
         self._tasks: dict[concurrent.futures.Future[Verdict], Any] = {}
-        self._shipped: dict[int, tuple[Oracle, Any, Oracle]] = {}
+        self._shipped: dict[int, tuple[Oracle, Oracle]] = {}
         self._installed: set[str] = set()
         self._owner = uuid.uuid4().hex[:12]
         try:
@@ -271,15 +271,19 @@ class DaskExecutor(Executor):
         self.oracle = oracle
         log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")
 
-    def _oracle_on_cluster(self, oracle: Oracle) -> Any:
-        """Ship each oracle once: its scattered copy is what every task gets."""
+    def _shipped_form(self, oracle: Oracle) -> Oracle:
+        """Each oracle's shipped form, read from disk once. Every task carries it inline,
+        not as a scattered copy: that copy was lost once every worker holding it had died
+        (one worker killed by its check, or two for a candidate killed twice); Dask then
+        cancelled every later check, and a -j 1 run hung at its first such candidate.
+        Inline, a killed worker's task is Dask's to retry like any other."""
         entry = self._shipped.get(id(oracle))
         if entry is None:
             shipped = ship(oracle, self.check_files, self._owner)
             script = shipped.inner if isinstance(shipped, RepeatOracle) else shipped
             if isinstance(script, ShippedScript):
                 self._installed.add(script.dirname)
-            entry = (oracle, self.client.scatter(shipped, broadcast=True, hash=False), shipped)
+            entry = (oracle, shipped)
             self._shipped[id(oracle)] = entry  # keeps the oracle alive, so its id stays its own
         return entry[1]
 
@@ -288,7 +292,7 @@ class DaskExecutor(Executor):
         with self._lock:
             judge = oracle or self.oracle
             assert judge is not None, "submit names its oracle when the executor has none"
-            remote = self._oracle_on_cluster(judge)
+            remote = self._shipped_form(judge)
         task = self.client.submit(_run_task, data, remote, pure=False, resources=self.resources or None)
         with self._lock:
             self._tasks[result] = task
