@@ -77,6 +77,25 @@ def test_a_check_that_kills_its_dask_worker_runs_as_often_as_on_the_local_pool(t
     assert runs.read_text().split() == ["bomb"] * MAX_WORKER_DEATHS + ["fine"]
 
 
+def test_an_embedded_dask_run_leaves_nothing_in_tmpdir(tmp_path: Path):
+    """Dask's scheduler and workers make `dask-scratch-space` in TMPDIR and leave it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp_path / "in.mlir").write_text(chain(6, keep=2))
+    make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    proc = subprocess.run(
+        CLI + ["in.mlir", "-c", "./check.sh", "-o", "out.mlir", "-j", "2", "--executor", "dask"],
+        cwd=tmp_path,
+        env=dict(os.environ, TMPDIR=str(tmp)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "math.exp" in (tmp_path / "out.mlir").read_text()
+    assert [p.name for p in tmp.iterdir()] == []
+
+
 def test_an_unreachable_scheduler_is_one_line_and_a_documented_exit_code(tmp_path: Path):
     src = tmp_path / "in.mlir"
     src.write_text(chain(10, keep=3))

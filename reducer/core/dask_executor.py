@@ -37,6 +37,7 @@ import attrs
 from reducer.core.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
 from reducer.core.oracle import (
     CANCEL_POLL,
+    RUN_DIR_ENV,
     CancelFn,
     Cancelled,
     Oracle,
@@ -223,8 +224,7 @@ class DaskExecutor(Executor):
         resources: dict[str, float] | None = None,
         check_files: Sequence[str] = (),
     ) -> None:
-        import dask
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         for name in ("distributed", "tornado", "bokeh"):
             logging.getLogger(name).setLevel(logging.ERROR)
@@ -237,18 +237,10 @@ class DaskExecutor(Executor):
         self._shipped: dict[int, tuple[Oracle, Oracle]] = {}
         self._installed: set[str] = set()
         self._owner = uuid.uuid4().hex[:12]
+        self._scratch: str | None = None
         try:
             if scheduler is None:
-                with dask.config.set(LOCAL_CLUSTER_CONFIG):
-                    self._cluster = LocalCluster(
-                        n_workers=max(1, workers),
-                        threads_per_worker=1,
-                        processes=True,
-                        host="127.0.0.1",
-                        dashboard_address=None,
-                        silence_logs=logging.ERROR,
-                        resources=self.resources or None,
-                    )
+                self._start_local_cluster(workers)
                 self.client = Client(self._cluster, timeout=CONNECT_TIMEOUT)
             else:
                 self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
@@ -270,6 +262,30 @@ class DaskExecutor(Executor):
         self.workers = slots
         self.oracle = oracle
         log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")
+
+    def _start_local_cluster(self, workers: int) -> None:
+        """An embedded cluster whose workers keep their scratch space (`dask-scratch-space`,
+        which Dask leaves in TMPDIR) in a directory of this executor's own: inside the
+        run's directory, so a run killed before its close leaves it to the next run's
+        sweep, and removed on close."""
+        import dask
+        from distributed import LocalCluster
+
+        run_dir = os.environ.get(RUN_DIR_ENV)
+        parent = run_dir if run_dir is not None and os.path.isdir(run_dir) else None
+        self._scratch = tempfile.mkdtemp(prefix="ireereduce-dask-", dir=parent)
+        # The scheduler's scratch space follows the config; the workers' is named outright.
+        with dask.config.set(LOCAL_CLUSTER_CONFIG, temporary_directory=self._scratch):
+            self._cluster = LocalCluster(
+                n_workers=max(1, workers),
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+                resources=self.resources or None,
+                local_directory=self._scratch,
+            )
 
     def _shipped_form(self, oracle: Oracle) -> Oracle:
         """Each oracle's shipped form, read from disk once. Every task carries it inline,
@@ -358,3 +374,6 @@ class DaskExecutor(Executor):
             with contextlib.suppress(Exception):
                 self._cluster.close()
             self._cluster = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
