@@ -96,6 +96,28 @@ def test_an_embedded_dask_run_leaves_nothing_in_tmpdir(tmp_path: Path):
     assert [p.name for p in tmp.iterdir()] == []
 
 
+def test_an_embedded_cluster_outside_a_run_removes_its_scratch_space(tmp_path: Path, monkeypatch):
+    """Outside a run's directory (the executor used as a library) no run's sweep
+    removes the cluster's scratch directory: its close must."""
+    import tempfile
+
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.oracle import RUN_DIR_ENV, ScriptOracle
+
+    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    ex = DaskExecutor(ScriptOracle(str(make_script(tmp_path / "check.sh", "exit 0")), "in.mlir", 30.0), 1)
+    try:
+        assert ex.submit(b"x").result().interesting
+        assert any(p.name.startswith("ireereduce-dask-") for p in tmp.iterdir()), "no scratch space here"
+    finally:
+        ex.close()
+    # multiprocessing's own directory (the fork server's socket) lives as long as this process
+    assert [p.name for p in tmp.iterdir() if not p.name.startswith("pymp-")] == []
+
+
 def test_an_unreachable_scheduler_is_one_line_and_a_documented_exit_code(tmp_path: Path):
     src = tmp_path / "in.mlir"
     src.write_text(chain(10, keep=3))

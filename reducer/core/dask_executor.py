@@ -274,7 +274,7 @@ class DaskExecutor(Executor):
         run_dir = os.environ.get(RUN_DIR_ENV)
         parent = run_dir if run_dir is not None and os.path.isdir(run_dir) else None
         self._scratch = tempfile.mkdtemp(prefix="ireereduce-dask-", dir=parent)
-        # The scheduler's scratch space follows the config; the workers' is named outright.
+        # The scheduler's and the workers' (restarted ones too) scratch space follow it.
         with dask.config.set(LOCAL_CLUSTER_CONFIG, temporary_directory=self._scratch):
             self._cluster = LocalCluster(
                 n_workers=max(1, workers),
@@ -284,7 +284,6 @@ class DaskExecutor(Executor):
                 dashboard_address=None,
                 silence_logs=logging.ERROR,
                 resources=self.resources or None,
-                local_directory=self._scratch,
             )
 
     def _shipped_form(self, oracle: Oracle) -> Oracle:
