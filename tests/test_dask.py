@@ -96,26 +96,33 @@ def test_an_embedded_dask_run_leaves_nothing_in_tmpdir(tmp_path: Path):
     assert [p.name for p in tmp.iterdir()] == []
 
 
-def test_an_embedded_cluster_outside_a_run_removes_its_scratch_space(tmp_path: Path, monkeypatch):
+def test_an_embedded_cluster_outside_a_run_removes_its_scratch_space(tmp_path: Path):
     """Outside a run's directory (the executor used as a library) no run's sweep
-    removes the cluster's scratch directory: its close must."""
-    import tempfile
-
-    from reducer.core.dask_executor import DaskExecutor
-    from reducer.core.oracle import RUN_DIR_ENV, ScriptOracle
-
-    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
+    removes the cluster's scratch directory: its close must. (In a process of its own:
+    a fork server started outside a run lives as long as its process.)"""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
-    ex = DaskExecutor(ScriptOracle(str(make_script(tmp_path / "check.sh", "exit 0")), "in.mlir", 30.0), 1)
-    try:
-        assert ex.submit(b"x").result().interesting
-        assert any(p.name.startswith("ireereduce-dask-") for p in tmp.iterdir()), "no scratch space here"
-    finally:
-        ex.close()
-    # multiprocessing's own directory (the fork server's socket) lives as long as this process
-    assert [p.name for p in tmp.iterdir() if not p.name.startswith("pymp-")] == []
+    code = (
+        "import os, sys, tempfile\n"
+        "from reducer.core.dask_executor import DaskExecutor\n"
+        "from reducer.core.oracle import ScriptOracle\n"
+        "ex = DaskExecutor(ScriptOracle(sys.argv[1], 'in.mlir', 30.0), 1)\n"
+        "assert ex.submit(b'x').result().interesting\n"
+        "print(sorted(os.listdir(tempfile.gettempdir())))\n"
+        "ex.close()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IREEREDUCE_")}
+    check = make_script(tmp_path / "check.sh", "exit 0")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(check)],
+        env=dict(env, TMPDIR=str(tmp)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ireereduce-dask-" in proc.stdout  # the scratch space was there while the cluster ran
+    assert [p.name for p in tmp.iterdir()] == []
 
 
 def test_an_unreachable_scheduler_is_one_line_and_a_documented_exit_code(tmp_path: Path):
