@@ -44,9 +44,11 @@ from reducer.core.oracle import (
     RepeatOracle,
     ScriptOracle,
     Verdict,
+    judge,
     never,
     task_scope,
 )
+from reducer.core.processes import become_subreaper
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +190,11 @@ def _remove_installed(dirname: str) -> None:
     shutil.rmtree(_installed_dir(dirname), ignore_errors=True)
 
 
-def _run_task(data: bytes, oracle: Oracle) -> Verdict | None:
-    """On a worker: judge data; None when the task was released meanwhile.
+def _run_task(data: bytes, oracle: Oracle, memory: int = 0) -> Verdict | None:
+    """On a worker: judge data, each process of its checks limited to `memory` bytes (0:
+    none); None when the task was released meanwhile. A worker with one thread runs one
+    check at a time, so it becomes a subreaper, and kills what each check left behind
+    (see `become_subreaper`); one with several leaves that to the environment tag.
 
     The worker marks a running task "cancelled" once the scheduler releases it, whether
     the engine cancelled it or its client died; reading that is local, so it neither
@@ -203,6 +208,8 @@ def _run_task(data: bytes, oracle: Oracle) -> Verdict | None:
         cancelled: CancelFn = never
     else:
         key = worker.get_current_task()
+        if worker.state.nthreads == 1:
+            become_subreaper()
 
         def cancelled() -> bool:
             task = worker.state.tasks.get(key)
@@ -210,7 +217,7 @@ def _run_task(data: bytes, oracle: Oracle) -> Verdict | None:
 
     try:
         with task_scope():  # a worker killed mid-check leaves nothing behind for long
-            return oracle.run(data, cancelled)
+            return judge(oracle, data, cancelled, memory)
     except Cancelled:
         return None
 
@@ -223,6 +230,7 @@ class DaskExecutor(Executor):
         scheduler: str | None = None,
         resources: dict[str, float] | None = None,
         check_files: Sequence[str] = (),
+        memory_limit: int | None = None,
     ) -> None:
         from distributed import Client
 
@@ -261,6 +269,12 @@ class DaskExecutor(Executor):
             )
         self.workers = slots
         self.oracle = oracle
+        # The default shares this machine's memory: only for the cluster started on it.
+        if memory_limit is None:
+            from reducer.core.limits import default_memory_limit
+
+            memory_limit = default_memory_limit(slots) if scheduler is None else 0
+        self.memory_limit = memory_limit
         log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")
 
     def _start_local_cluster(self, workers: int) -> None:
@@ -308,7 +322,9 @@ class DaskExecutor(Executor):
             judge = oracle or self.oracle
             assert judge is not None, "submit names its oracle when the executor has none"
             remote = self._shipped_form(judge)
-        task = self.client.submit(_run_task, data, remote, pure=False, resources=self.resources or None)
+        task = self.client.submit(
+            _run_task, data, remote, self.memory_limit, pure=False, resources=self.resources or None
+        )
         with self._lock:
             self._tasks[result] = task
             self.stats.checks += 1

@@ -31,6 +31,7 @@ import mmap
 import multiprocessing
 import multiprocessing.connection
 import os
+import resource
 import signal
 import struct
 import threading
@@ -40,12 +41,17 @@ from typing import Any
 
 import attrs
 
-from reducer.core.oracle import Cancelled, Oracle, Verdict, no_core_dumps
+from reducer.core.oracle import Cancelled, Oracle, Verdict, judge
+from reducer.core.processes import become_subreaper, format_size, no_core_dumps
 
 log = logging.getLogger(__name__)
 
 #: A check may kill its worker this many times before it counts as not interesting.
 MAX_WORKER_DEATHS = 2
+#: Open files kept free beyond what the pool's workers hold: for the main process during
+#: the run (the state journal, the output, logs, a scan of /proc) and for a worker's
+#: check (its pidfd, stderr file and pipes; a worker inherits the main process's files).
+FD_RESERVE = 32
 
 
 @attrs.define
@@ -173,12 +179,19 @@ def _worker_main(
     rerun would find the output busy for good. `inherited` are the parent's ends of the
     pool's pipes, copied here by the fork: closed, they let recv see the parent go, and
     a running check is stopped as if cancelled when this process's parent is no longer
-    `parent` (its pid, passed in: read here, it may already be the reaper's)."""
+    `parent` (its pid, passed in: read here, it may already be the reaper's).
+
+    A task names the memory each process of its checks may use (0: no limit). The worker
+    is a child subreaper: what a check leaves running becomes its child, and is killed."""
     for end in inherited:
         end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # A hangup reaches the whole process group too; the parent stops the pool. A handler,
+    # not SIG_IGN, which checks would inherit through exec.
+    signal.signal(signal.SIGHUP, _parents_to_handle)
     no_core_dumps()  # once here, inherited by every check (see `run_in`)
+    become_subreaper()
     while True:
         try:
             message = conn.recv()
@@ -186,17 +199,17 @@ def _worker_main(
             return
         if message is None:
             return
-        task_id, data, task_oracle = message
+        task_id, data, task_oracle, memory = message
         if cancel_slot.value == task_id:
             try:
                 conn.send((task_id, "cancelled", None))
             except (OSError, ValueError):
                 return
             continue
-        judge = task_oracle or oracle
-        assert judge is not None, "a task names its oracle when the executor has none"
+        chosen = task_oracle or oracle
+        assert chosen is not None, "a task names its oracle when the executor has none"
         try:
-            verdict = judge.run(data, cancel=_Cancel(cancel_slot, task_id, parent))
+            verdict = judge(chosen, data, _Cancel(cancel_slot, task_id, parent), memory)
             reply: tuple[int, str, Any] = (task_id, "ok", verdict)
         except Cancelled:
             reply = (task_id, "cancelled", None)
@@ -206,6 +219,39 @@ def _worker_main(
             conn.send(reply)
         except (OSError, ValueError):
             return
+
+
+def _parents_to_handle(_signum: int, _frame: object) -> None:
+    pass
+
+
+def _raise_open_files_limit() -> int | None:
+    """The soft RLIMIT_NOFILE, raised to the hard one where allowed (the checks inherit
+    it); None where there is no such limit."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (AttributeError, OSError, ValueError):
+        return None
+    # An unlimited hard limit cannot be the soft one (Linux caps it at fs.nr_open, macOS at
+    # OPEN_MAX): try what those usually allow.
+    for target in [hard] if hard != resource.RLIM_INFINITY else [1 << 20, 10240]:
+        if soft != resource.RLIM_INFINITY and target > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            except (OSError, ValueError):
+                continue
+            return target
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _open_files() -> int | None:
+    """How many files this process has open; None where that cannot be seen."""
+    for where in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(where)) - 1  # listdir's own descriptor is listed too
+        except OSError:
+            continue
+    return None
 
 
 @attrs.define(eq=False)
@@ -236,9 +282,15 @@ class LocalExecutor(Executor):
     worker was running. Workers are forked, first before any MLIR context exists in
     this process (so no native threads are copied); a replacement for a dead worker is
     forked later, and runs nothing but Python and the check's subprocess.
+
+    There are fewer workers than asked for when the open-files limit allows no more
+    (`_start_pool`). Each process of a check may use `memory_limit` bytes (None: the
+    default, `default_memory_limit`; 0: no limit).
     """
 
-    def __init__(self, oracle: Oracle | None, workers: int) -> None:
+    memory_limit: int  # bytes each process of a check may use; 0: no limit
+
+    def __init__(self, oracle: Oracle | None, workers: int, memory_limit: int | None = None) -> None:
         self.oracle = oracle
         self.workers = max(1, workers)
         self.stats = ExecutorStats()
@@ -250,7 +302,7 @@ class LocalExecutor(Executor):
         self._wake_r, self._wake_w = os.pipe()
         self._closing = False
         self._ends: list[multiprocessing.connection.Connection] = []  # the parent's ends of the workers' pipes
-        self._pool: list[_Worker] = [self._spawn() for _ in range(self.workers)]
+        self._pool: list[_Worker] = self._start_pool(memory_limit)
         self._thread = threading.Thread(target=self._loop, name="ireereduce-executor", daemon=True)
         self._thread.start()
 
@@ -323,6 +375,34 @@ class LocalExecutor(Executor):
         os.close(self._wake_w)
 
     # -- the dispatcher thread --------------------------------------------------------
+    def _start_pool(self, memory_limit: int | None) -> list[_Worker]:
+        """The workers, as many as the open-files limit allows. Its soft value is raised
+        to the hard one (the soft one, often 1024, is a default for programs that use
+        select(); this one polls). What one worker costs is measured on the first. The
+        default memory limit shares the machine among the workers there are."""
+        from reducer.core.limits import default_memory_limit  # (limits imports the engine, which imports this)
+
+        limit = _raise_open_files_limit()
+        before = _open_files()
+        pool = [self._spawn()]
+        after = _open_files()
+        if limit is not None and before is not None and after is not None:
+            cost = max(1, after - before)
+            room = 1 + max(0, limit - after - FD_RESERVE) // cost
+            if room < self.workers:
+                log.warning(
+                    "-j %d needs about %d open files and the limit (ulimit -n) is %d: running %d checks at once",
+                    self.workers,
+                    before + cost * self.workers + FD_RESERVE,
+                    limit,
+                    room,
+                )
+                self.workers = room
+        self.memory_limit = default_memory_limit(self.workers) if memory_limit is None else memory_limit
+        if self.memory_limit:
+            log.info("each process of a check may use %s (--memory-limit)", format_size(self.memory_limit))
+        return pool + [self._spawn() for _ in range(self.workers - 1)]
+
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe()
         slot = _Slot()
@@ -379,7 +459,7 @@ class LocalExecutor(Executor):
                 task = self._queue.popleft()
                 w.task, task.started = task, time.monotonic()
                 try:
-                    w.conn.send((task.id, task.data, task.oracle))
+                    w.conn.send((task.id, task.data, task.oracle, self.memory_limit))
                 except (OSError, ValueError):
                     self._lost(w)
 

@@ -1,8 +1,11 @@
 """--max-time and --max-checks: the engine stops at its next scheduling point with the best
-program so far (its `should_stop` hook), without knowing what the limits are."""
+program so far (its `should_stop` hook), without knowing what the limits are. And
+--memory-limit: what each process of a check may use (the executors set it)."""
 
 from __future__ import annotations
 
+import os
+import re
 import time
 
 import attrs
@@ -26,3 +29,36 @@ class Limits:
         if self.max_time is not None and time.monotonic() - self.start >= self.max_time:
             return f"--max-time {self.max_time:g} s reached"
         return None
+
+
+#: The share of this machine's memory the checks running at once may use between them by
+#: default; the rest is the main process's and the system's.
+MEMORY_SHARE = 0.75
+#: Below this a check's shell or interpreter cannot even start (`--memory-limit 100` meant 100M).
+MIN_MEMORY_LIMIT = 16 << 20
+#: The default's floor: a small machine with many workers still runs its compilers.
+MIN_DEFAULT_MEMORY = 256 << 20
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def default_memory_limit(workers: int) -> int:
+    """Bytes each process of a check may use unless --memory-limit says otherwise: so
+    that `workers` checks at their limit leave a quarter of the memory, but at least
+    MIN_DEFAULT_MEMORY; 0 (no limit) where the machine's memory cannot be read."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 0
+    return max(MIN_DEFAULT_MEMORY, int(MEMORY_SHARE * ram / max(1, workers))) if ram > 0 else 0
+
+
+def parse_size(text: str) -> int:
+    """--memory-limit's value: bytes, or a number with K, M, G or T (powers of 1024;
+    "2G", "1.5g", "512MiB"); 0 means no limit. ValueError says what is wrong."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGT]?)(?:I?B)?\s*", text, re.IGNORECASE)
+    if match is None:
+        raise ValueError(f"{text!r} is not a size like 4G, 512M or 0 (no limit)")
+    size = int(float(match[1]) * _UNITS[match[2].upper()])
+    if 0 < size < MIN_MEMORY_LIMIT:
+        raise ValueError(f"{text!r} is too little to start a check: give at least 16M, or 0 for no limit")
+    return size

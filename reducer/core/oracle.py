@@ -13,6 +13,7 @@ import abc
 import contextlib
 import contextvars
 import fcntl
+import functools
 import itertools
 import logging
 import os
@@ -23,13 +24,15 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import attrs
 
-from reducer.core import codec
+from reducer.core import codec, processes
+from reducer.core.processes import format_size, no_core_dumps
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ class Verdict:
     seconds: float = 0.0
     stderr_tail: str = ""
     #: Why, in a word the summary counts: interesting, not interesting, no failure,
-    #: different bug, timeout, run failed, same outputs, fast.
+    #: different bug, timeout, out of memory, run failed, same outputs, fast.
     outcome: str = ""
     signature: Finding | None = None
 
@@ -308,38 +311,32 @@ def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
 
 
 def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, cancel: CancelFn = never) -> Run:
-    """Run argv in tmp, in its own process group so a timeout or a cancel takes all of it down."""
+    """Run argv in tmp, in its own process group so a timeout or a cancel takes all of it
+    down; then whatever it left behind goes too (`_end_leftovers`)."""
     if cancel():
         raise Cancelled
     err_path = os.path.join(tmp, ".ireereduce-stderr")
     scoped = _task_scope.get()
     env = dict(os.environ) if scoped is None else dict(os.environ, **{RUN_DIR_ENV: scoped[0], RUN_TAG_ENV: scoped[1]})
     check_tag = env[CHECK_TAG_ENV] = f"{env.get(RUN_TAG_ENV, 'none')}/{os.getpid()}/{next(_checks)}"
+    limits = _limits.get()
+    memory = limits.memory if limits is not None else 0
+    earlier = processes.children() if processes.reaping() else frozenset()
     start = time.monotonic()
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            argv,
-            cwd=tmp,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,  # its own process group, so we can kill all of it
-            # A function to run between fork and exec makes Python fork the whole process
-            # instead of vfork-ing it: 5 ms per check in a 130 MB process. The local pool's
-            # workers forbid core dumps for themselves once, and their checks inherit that.
-            preexec_fn=None if resource.getrlimit(resource.RLIMIT_CORE) == (0, 0) else no_core_dumps,
-        )
+        proc = _start(argv, tmp, env, err, memory)
         exited: int | None = None
         timed_out = cancelled = False
         deadline = None if timeout is None else start + timeout
         rc: int | None = None
+        peak = 0
         try:
             exited = _exit_watch(proc.pid)
             while True:
                 step = CANCEL_POLL if deadline is None else max(0.0, min(CANCEL_POLL, deadline - time.monotonic()))
-                rc = _wait_exit(proc, exited, step, cancel)
-                if rc is not None:
+                done = _wait_exit(proc, exited, step, cancel)
+                if done is not None:
+                    rc, peak = done
                     break
                 if cancel():
                     cancelled = True
@@ -347,20 +344,17 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
                 if deadline is not None and time.monotonic() >= deadline:
                     timed_out = True
                     _kill_group(proc.pid, signal.SIGTERM)
-                    try:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(timeout=KILL_GRACE)
-                    except subprocess.TimeoutExpired:
-                        pass
                     break
         finally:
             if exited is not None:
                 os.close(exited)
-            # Whatever the check left behind (background children) goes too.
-            _kill_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-            sweep(CHECK_TAG_ENV, check_tag)  # and those that left the group (setsid)
+            peak = max(peak, _end_leftovers(proc, check_tag, earlier))
     if cancelled:
         raise Cancelled
+    if limits is not None and memory and not timed_out and peak >= MEMORY_NEAR * memory > processes.own_peak():
+        limits.reached = True
     seconds = time.monotonic() - start
     size = os.path.getsize(err_path)
     with open(err_path, "rb") as f:
@@ -372,6 +366,48 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
             stderr = head + b"\n[...]\n" + f.read()
     log.debug("%s: rc=%s timed_out=%s %.2fs", os.path.basename(argv[0]), rc, timed_out, seconds)
     return Run(rc, timed_out, seconds, stderr.decode(errors="replace"))
+
+
+def _start(argv: list[str], tmp: str, env: dict[str, str], err: Any, memory: int) -> subprocess.Popen[bytes]:
+    """The check's process, in a session of its own (a process group we can kill whole),
+    with its memory limited to `memory` bytes if that is not 0.
+
+    A function to run between fork and exec makes Python fork the whole process instead
+    of vfork-ing it: 5 ms per check in a 130 MB process. The local pool's workers forbid
+    core dumps for themselves once, and their checks inherit that; they are
+    single-threaded, so the memory limit is set on the worker itself for the moment the
+    check is started (`processes.data_limit`): the check inherits it from its first instruction.
+    Elsewhere (a Dask worker's threads allocate meanwhile) the function sets it."""
+    cores_off = resource.getrlimit(resource.RLIMIT_CORE) == (0, 0)
+    alone = threading.active_count() == 1
+    preexec: Callable[[], None] | None = None if cores_off else no_core_dumps
+    if memory and not alone:
+        preexec = functools.partial(processes.child_limits, memory, not cores_off)
+    with processes.data_limit(memory if alone else 0):
+        return subprocess.Popen(
+            argv,
+            cwd=tmp,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+
+
+def _end_leftovers(proc: subprocess.Popen[bytes], check_tag: str, earlier: frozenset[int]) -> int:
+    """Kill what the check left behind, and reap it; the largest peak resident size (bytes)
+    among the check's processes. Its process group goes first. A process that left the
+    group (setsid) is found, in a process that is a subreaper, among this process's
+    children once its parent has gone; elsewhere by the run's environment tag, which
+    a process may clear (`env -i`)."""
+    _kill_group(proc.pid, signal.SIGKILL)
+    peak = _reap(proc, block=True) or (0, 0)
+    if processes.reaping():
+        return max(peak[1], processes.end_orphans(earlier))
+    sweep(CHECK_TAG_ENV, check_tag)
+    return peak[1]
 
 
 @attrs.frozen
@@ -451,11 +487,6 @@ class RepeatOracle(Oracle):
         return self.inner.why_not(verdict)
 
 
-def no_core_dumps() -> None:
-    """A crashing compiler must not leave a core file per candidate (gigabytes each)."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 def _exit_watch(pid: int) -> int | None:
     """A descriptor that becomes readable when pid exits (Linux 5.3 and later), so the
     verdict is read the moment the check ends; None where there is none."""
@@ -465,26 +496,90 @@ def _exit_watch(pid: int) -> int | None:
         return None
 
 
-def _wait_exit(proc: subprocess.Popen[bytes], exited: int | None, step: float, cancel: CancelFn) -> int | None:
-    """proc's exit code once it exits within step seconds, else None; sooner if cancel
+def _wait_exit(
+    proc: subprocess.Popen[bytes], exited: int | None, step: float, cancel: CancelFn
+) -> tuple[int, int] | None:
+    """`_reap`'s answer once proc exits within step seconds, else None; sooner if cancel
     has a `fileno` that becomes readable (the local pool's workers: a cancelled check
-    frees its worker at once). Without a pidfd, Popen.wait polls in sleeps growing to
-    about 20 ms within each step (about 7 ms of delay on average, for every check and so
-    for every wave of dependent checks), and a cancel is seen only at the next step.
+    frees its worker at once). Without a pidfd it polls in sleeps growing to 20 ms, as
+    Popen.wait does (about 7 ms of delay on average, for every check and so for every
+    wave of dependent checks), and a cancel is seen only at the next step.
     poll(), not select(): a descriptor numbered 1024 or more (hundreds of workers) is
     out of select's range."""
     if exited is None:
-        try:
-            return proc.wait(timeout=step)
-        except subprocess.TimeoutExpired:
-            return None
+        deadline, delay = time.monotonic() + step, 0.0005
+        while (done := _reap(proc, block=False)) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(delay, left))
+            delay = min(2 * delay, 0.02)
+        return done
     watch = select.poll()
     watch.register(exited, select.POLLIN)
     wake = getattr(cancel, "fileno", None)
     if wake is not None:
         watch.register(wake(), select.POLLIN)
     watch.poll(step * 1000)
-    return proc.poll()
+    return _reap(proc, block=False)
+
+
+def _reap(proc: subprocess.Popen[bytes], block: bool) -> tuple[int, int] | None:
+    """(exit code, peak resident bytes of the check and of the descendants it waited for)
+    once proc has exited, or None; None also once it was reaped before. Through wait4,
+    for the resource usage Popen does not keep."""
+    if proc.returncode is not None:
+        return None
+    try:
+        pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:  # reaped elsewhere: Popen knows what to say
+        return proc.wait(), 0
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, processes.rss_bytes(usage)
+
+
+# -- what a check may use, and what it leaves ----------------------------------------------
+
+#: The outcome of a check that was not interesting after it came near its memory limit.
+OUT_OF_MEMORY = "out of memory"
+#: How near: a process of the check had a peak resident size of at least this share of
+#: the limit. The limit makes allocations fail (RLIMIT_DATA: heap and anonymous memory),
+#: and each program reports that its own way (MemoryError, std::bad_alloc, an abort), so
+#: what is counted is a check that failed after using nearly all it may use. One that
+#: died on a single allocation far beyond the limit counts as plainly not interesting.
+MEMORY_NEAR = 0.8
+
+
+@attrs.define
+class CheckLimits:
+    """What `judge` puts on the checks of one candidate: the memory each of their
+    processes may use (bytes), and whether one came near it."""
+
+    memory: int
+    reached: bool = False
+
+
+_limits: contextvars.ContextVar[CheckLimits | None] = contextvars.ContextVar("check_limits", default=None)
+
+
+def judge(oracle: Oracle, data: bytes, cancel: CancelFn = never, memory: int = 0) -> Verdict:
+    """oracle.run(data), each process of its checks limited to `memory` bytes (0: no
+    limit). A verdict that is not interesting after a check came near the limit gets the
+    outcome OUT_OF_MEMORY, and a last line that says so (what `why_not` shows)."""
+    if not memory:
+        return oracle.run(data, cancel)
+    limits = CheckLimits(memory)
+    token = _limits.set(limits)
+    try:
+        verdict = oracle.run(data, cancel)
+    finally:
+        _limits.reset(token)
+    if not limits.reached or verdict.interesting:
+        return verdict
+    note = f"ireereduce: the check failed at its memory limit ({format_size(memory)} a process; --memory-limit)"
+    return attrs.evolve(verdict, outcome=OUT_OF_MEMORY, stderr_tail=f"{verdict.stderr_tail.rstrip()}\n{note}")
 
 
 def _kill_group(pgid: int, sig: int) -> None:
