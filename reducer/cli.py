@@ -7,6 +7,7 @@ import difflib
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -507,12 +508,24 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _hang_up(signum: int, frame: object) -> None:
+    """SIGHUP (a closed terminal or ssh session) stops the run as SIGTERM does. Writes to a
+    terminal that hung up (a character device, no longer a tty) fail: they go to /dev/null."""
+    for fd in (1, 2) if os.getpid() == _MAIN_PID else ():
+        with contextlib.suppress(OSError):
+            if stat.S_ISCHR(os.fstat(fd).st_mode) and not os.isatty(fd):
+                os.dup2(null := os.open(os.devnull, os.O_WRONLY), fd)
+                os.close(null)
+    _raise_interrupt(signum, frame)
+
+
 def _stop_on_signals() -> None:
-    """SIGINT and SIGTERM stop the run cleanly (summary, exit 130), whoever sends them.
+    """SIGINT, SIGTERM and SIGHUP stop the run cleanly (summary, exit 130), whoever sends them.
     Python keeps SIGINT ignored when its parent ignored it, as a shell does for a
     background job; a bot stopping a reduction would then have to SIGKILL it."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGHUP, _hang_up)
 
 
 class _StderrHandler(logging.StreamHandler):
