@@ -18,6 +18,7 @@ import click
 import multiprocessing_logging
 
 from reducer import api, progress, session
+from reducer.core.limits import parse_size
 from reducer.session import EXECUTORS, EXIT_CODES, ORACLES, Result, Settings, UserError
 
 if TYPE_CHECKING:
@@ -234,6 +235,12 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
     "--timeout",
     type=float,
     help="Seconds per check; a timed-out check counts as not interesting [default: 10x the original's check time + 5 s].",
+)
+@click.option(
+    "--memory-limit",
+    metavar="SIZE",
+    type=parse_size,
+    help='Memory each process of a check may use (e.g. 4G, 512M; 0: none); a check failing at it is "out of memory", not interesting [default: 3/4 of RAM / -j].',
 )
 @click.option(
     "--repeat",

@@ -235,7 +235,7 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
 def _local(settings: Settings, oracle: Oracle | None) -> Executor:
     if settings.scheduler or settings.resources:
         raise UserError(EXIT_USAGE, "--scheduler and --resources go with --executor dask")
-    return LocalExecutor(oracle, settings.workers())
+    return LocalExecutor(oracle, settings.workers(), settings.memory_limit)
 
 
 def _dask(settings: Settings, oracle: Oracle | None) -> Executor:
@@ -244,7 +244,14 @@ def _dask(settings: Settings, oracle: Oracle | None) -> Executor:
     except ImportError:
         raise UserError(EXIT_EXECUTOR, "--executor dask needs Dask: pip install 'ireereduce[dask]'") from None
     try:
-        return DaskExecutor(oracle, settings.workers(), settings.scheduler, settings.resources, settings.check_files)
+        return DaskExecutor(
+            oracle,
+            settings.workers(),
+            settings.scheduler,
+            settings.resources,
+            settings.check_files,
+            memory_limit=settings.memory_limit,
+        )
     except ExecutorUnavailable as exc:
         raise UserError(EXIT_EXECUTOR, str(exc)) from None
 
