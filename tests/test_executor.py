@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -323,3 +325,132 @@ def test_a_finished_checks_setsid_children_go_when_it_ends_not_at_the_run_end(tm
         if pids.exists():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(_grandchild(pids), signal.SIGKILL)
+
+
+# -- what a check may use, and what it leaves (issue 27) ------------------------------------
+def _recording_popen(monkeypatch: pytest.MonkeyPatch, into: Path) -> None:
+    """Popen, noting in a file (a forked worker's list would stay in the worker) whether a
+    function runs between fork and exec."""
+    import subprocess
+
+    real = subprocess.Popen
+
+    def recording(*args, **kwargs):
+        with open(into, "a") as f:
+            f.write(f"{kwargs.get('preexec_fn') is not None}\n")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(oracle_module.subprocess, "Popen", recording)
+
+
+def test_a_pool_check_starts_with_its_memory_limit_and_no_function_before_exec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The worker lowers its own soft RLIMIT_DATA while it starts the check, which so has
+    the limit from its first instruction, and puts it back: the worker itself may use
+    what it needs, and the check starts without a preexec function (vfork, not fork)."""
+    seen, preexec = tmp_path / "seen", tmp_path / "preexec"
+    _recording_popen(monkeypatch, preexec)
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", f"ulimit -d >> {seen}")), "in.mlir", 30.0)
+    with LocalExecutor(oracle, 1, memory_limit=256 << 20) as ex:
+        assert ex.run(b"x").interesting
+        assert ex.memory_limit == 256 << 20
+        # The worker's own, once the verdict is in (a check reading it at once may still
+        # see the lowered one: the worker puts it back after the check started).
+        limits = Path(f"/proc/{ex._pool[0].process.pid}/limits").read_text()
+    assert seen.read_text().split() == [str(256 << 10)]  # KiB
+    assert [ln.split()[3] for ln in limits.splitlines() if ln.startswith("Max data size")] == ["unlimited"]
+    assert preexec.read_text().split() == ["False"]
+
+
+def test_the_default_memory_limit_shares_three_quarters_of_the_memory_and_0_is_none(tmp_path: Path):
+    from reducer.core.limits import default_memory_limit
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert default_memory_limit(4) == int(0.75 * ram / 4)
+    assert default_memory_limit(ram // (1 << 20)) == 256 << 20  # never too little to run a compiler
+    seen = tmp_path / "seen"
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", f"ulimit -d >> {seen}")), "in.mlir", 30.0)
+    with LocalExecutor(oracle, 2) as ex:
+        assert ex.memory_limit == default_memory_limit(2)
+        assert ex.run(b"x").interesting
+    with LocalExecutor(oracle, 1, memory_limit=0) as ex:
+        assert ex.run(b"x").interesting
+    assert seen.read_text().split() == [str(default_memory_limit(2) >> 10), "unlimited"]
+
+
+def test_only_a_check_that_fails_near_its_memory_limit_is_out_of_memory(tmp_path: Path):
+    """`hog` allocates until its allocations fail at the limit: out of memory. A plain failure, and
+    one allocation far beyond the limit (the check never came near it), are only not
+    interesting: the word says what was measured."""
+    check = tmp_path / "check.py"
+    check.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "what = open(sys.argv[1]).read()\n"
+        "hog = []\n"
+        "while what == 'hog' and len(hog) < 1024:  # 1 GiB at most, with or without a limit\n"
+        "    hog.append(bytearray(1 << 20))\n"
+        "if what == 'huge':\n"
+        "    hog.append(bytearray(1 << 40))\n"
+        "sys.exit(what != 'fine')\n"
+    )
+    check.chmod(0o755)
+    with LocalExecutor(ScriptOracle(str(check), "in.mlir", 60.0), 1, memory_limit=200 << 20) as ex:
+        verdicts = {d: ex.run(d.encode()) for d in ("hog", "plain", "huge", "fine")}
+    assert {d: v.outcome for d, v in verdicts.items()} == {
+        "hog": "out of memory",
+        "plain": "not interesting",
+        "huge": "not interesting",
+        "fine": "interesting",
+    }
+    assert "MemoryError" in verdicts["hog"].stderr_tail
+    assert verdicts["hog"].stderr_tail.splitlines()[-1].endswith("(200M a process; --memory-limit)")
+
+
+def test_where_no_subreaper_runs_checks_the_environment_tag_finds_setsid_children(tmp_path: Path):
+    """This process is no subreaper (only the pool's workers are): what a check started
+    with setsid is found by the run's environment tag, as before subreapers."""
+    from reducer.core import processes
+
+    assert not processes.reaping()
+    pids = tmp_path / "pids"
+    # Reports the sleep once it runs: the sweep looks for processes, not for forks on the way.
+    body = f'setsid sleep 300 & until [ "$(cat /proc/$!/comm)" = sleep ]; do :; done; echo $! >> {pids}'
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", body)), "x", 30.0)
+    assert oracle.run(b"x").interesting
+    assert pids.read_text().split() and not any(alive(int(p)) for p in pids.read_text().split())
+
+
+def test_a_pool_worker_kills_what_a_check_left_whatever_its_session_and_environment(tmp_path: Path):
+    pids = tmp_path / "pids"
+    body = f"setsid env -i {shutil.which('sh')} -c '{shutil.which('sleep')} 300 & echo $! >> {pids}' &\nwait"
+    with executor(tmp_path, body, workers=1) as ex:
+        assert ex.run(b"x").interesting
+        # gone when the verdict arrives, not only when the pool closes
+        assert pids.read_text().split() and not any(alive(int(p)) for p in pids.read_text().split())
+
+
+def test_children_are_found_where_the_kernel_keeps_no_list_of_them():
+    """Without /proc/PID/task/TID/children (a kernel built without it), a subreaper finds
+    its children by their parent pid."""
+    import subprocess
+
+    from reducer.core import processes
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert child.pid in processes.children()
+        assert processes._children_by_parent(os.getpid()) == set(processes.children())
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_check_that_times_out_near_its_memory_limit_is_a_timeout(tmp_path: Path):
+    """Its verdict came from the clock: killed at its timeout, not failed at the limit
+    (the shell's python, reaped by the worker, reached 90% of it)."""
+    hold = f"{sys.executable} -c 'import time; x = bytearray(180 << 20); time.sleep(30)'\necho done"
+    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", hold)), "in.mlir", 1.0)
+    with LocalExecutor(oracle, 1, memory_limit=200 << 20) as ex:
+        assert ex.run(b"x").outcome == "timeout"

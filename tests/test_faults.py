@@ -6,8 +6,11 @@ directory) and no check process is left."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -596,7 +599,9 @@ def _alive(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-# == issue 27: the state directory (defects 1 and 4) ===========================================
+# == issue 27: the state directory (defects 1 and 4) ====================================
+
+
 # A state directory is one the run made and marked as its own; it removes only that, and
 # never trusts what it finds in one before the fingerprint matches, nor as code ever.
 
@@ -694,4 +699,188 @@ def test_a_planted_start_in_the_runs_own_state_never_runs_code(case: Path):
     assert "continuing" not in again.stderr
     assert "math.exp" in (case / "input.reduced.mlir").read_text()
     assert sorted(p.name for p in state.iterdir()) == ["ireereduce-state", "start.pickle"]  # left, and still ours
+=======
+# == issue 27: limits of the machine, and processes that hide ===============================
+# (open files, SIGHUP, daemons that clear their environment, --memory-limit)
+
+
+def _open_files(soft: int, hard: int):
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return limit
+
+
+def test_more_jobs_than_open_files_allow_run_on_fewer_workers(case: Path):
+    """-j 1000 with the usual 1024 open files ran out of descriptors mid-start and left
+    its run directory behind. Here the hard limit is as low as the soft one: the run
+    says how many checks it runs at once instead, and finishes."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "100", preexec_fn=_open_files(64, 64))
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "open files" in ln]
+    assert len(warned) == 1 and "-j 100" in warned[0] and "ulimit -n" in warned[0], proc.stderr
+    assert "negf" not in (case / "input.reduced.mlir").read_text()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+def test_the_soft_open_files_limit_is_raised_to_the_hard_one(case: Path):
+    """A soft limit below the hard one is only a default: the run raises it, so -j 16
+    runs 16 checks at once and says nothing about open files."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "16", preexec_fn=_open_files(64, 4096))
+    assert proc.returncode == 0, proc.stderr
+    assert "open files" not in proc.stderr  # (a capped run says so: the test above)
+    assert_clean(case)
+
+
+def test_sighup_stops_the_run_like_sigterm(case: Path):
+    """A closed terminal or ssh session sends SIGHUP to the run's process group: the run
+    stops cleanly with the documented exit code, its lock, temp dir and checks gone. The
+    workers leave the hangup to the main process: one that died of it would leave what
+    its check started (here a daemon that cleared its environment) running."""
+    (case / "input.mlir").write_text(BIG)
+    pids = case / "pids"
+    sh, sleep = shutil.which("sh"), shutil.which("sleep")
+    make_script(
+        case / "check.sh",
+        f'[ "$(grep -c negf "$1")" -lt 40 ] && {{ setsid env -i {sh} -c \'{sleep} 300 & echo $! >> {pids}\' & '
+        f'sleep 30; }}; grep -q math.exp "$1"',
+    )
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", start_new_session=True)
+    wait_for(lambda: pids.exists() and pids.read_text().split())
+    os.killpg(proc.pid, signal.SIGHUP)  # the group, as the terminal's hangup reaches it
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == session.EXIT_INTERRUPTED, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert (case / "input.mlir").read_text() == BIG
+    for pid in pids.read_text().split():
+        assert not _alive(int(pid)), f"daemon {pid} survived"
+    assert_clean(case)
+
+
+def test_a_daemon_that_clears_its_environment_and_session_is_killed(case: Path):
+    """`setsid env -i` leaves both the check's process group and the run's environment
+    tag: the process running the checks is a child subreaper, so the daemon becomes its
+    child when its parent exits, and is killed after the check."""
+    pids = case / "pids"
+    sh, sleep = shutil.which("sh"), shutil.which("sleep")
+    make_script(
+        case / "check.sh",
+        f"setsid env -i {sh} -c '{sleep} 300 & echo $! >> {pids}' &\nwait\ngrep -q math.exp \"$1\"",
+    )
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    daemons = pids.read_text().split()
+    assert daemons
+    for pid in daemons:
+        assert not _alive(int(pid)), f"daemon {pid} survived"
+    assert_clean(case)
+
+
+def test_a_check_over_the_memory_limit_is_killed_and_counted(case: Path):
+    """A candidate that makes the check allocate without bound: its allocations fail at
+    --memory-limit, the check dies, and the candidate counts as not interesting under
+    its own word, which the summary and the stats show."""
+    check = case / "check.py"
+    check.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "text = open(sys.argv[1]).read()\n"
+        "if 'math.exp' not in text:\n"
+        "    sys.exit(1)\n"
+        "if 'arith.negf %1' not in text:  # the last negf went: eat memory (1 GiB at most)\n"
+        "    hog = [bytearray(1 << 20) for _ in range(1024)]\n"
+        "    sys.exit(1)\n"
+    )
+    check.chmod(0o755)
+    args = ["input.mlir", "--check", "check.py", "-j", "2", "--memory-limit", "300M", "--stats-json", "s.json"]
+    proc = cli(case, *args)
+    assert proc.returncode == 0, proc.stderr
+    outcomes = json.loads((case / "s.json").read_text())["outcomes"]
+    assert outcomes.get("out of memory", 0) >= 1, outcomes
+    assert "out of memory" in proc.stderr  # the summary's line of checked candidates
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+def test_a_dask_workers_checks_get_the_memory_limit_and_leave_no_daemon(case: Path):
+    """The embedded cluster's workers run one check at a time: each is a subreaper too, and
+    a task limits its checks' memory as the local pool does."""
+    pids = case / "pids"
+    sh, sleep = shutil.which("sh"), shutil.which("sleep")
+    check = case / "check.py"
+    check.write_text(
+        f"#!{sys.executable}\n"
+        "import subprocess, sys\n"
+        f"subprocess.run(\"setsid env -i {sh} -c '{sleep} 300 & echo $! >> {pids}' &\", shell=True)\n"
+        "text = open(sys.argv[1]).read()\n"
+        "if 'math.exp' not in text:\n"
+        "    sys.exit(1)\n"
+        "if 'arith.negf %1' not in text:  # eat memory (1 GiB at most)\n"
+        "    hog = [bytearray(1 << 20) for _ in range(1024)]\n"
+        "    sys.exit(1)\n"
+    )
+    check.chmod(0o755)
+    args = ["input.mlir", "--check", "check.py", "-j", "1", "--executor", "dask", "--memory-limit", "300M"]
+    proc = cli(case, *args, "--stats-json", "s.json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((case / "s.json").read_text())["outcomes"].get("out of memory", 0) >= 1
+    daemons = pids.read_text().split()
+    assert daemons and not [pid for pid in daemons if _alive(int(pid))], "daemons survived"
+    assert not ours(case) and not list(case.glob("*.lock"))
+    # (Dask's own dask-scratch-space is issue 27's item 7, not this test's.)
+    assert [p.name for p in (case / "tmp").iterdir() if p.name != "dask-scratch-space"] == []
+
+
+def test_a_terminal_that_hangs_up_stops_the_run_cleanly(case: Path):
+    """The real thing: the run's terminal goes away. Every write to it now fails (EIO),
+    the summary's included: the run still ends as interrupted, and leaves nothing."""
+    import pty
+
+    (case / "input.mlir").write_text(BIG)
+    pids = case / "pids"
+    make_script(
+        case / "check.sh",
+        f'[ "$(grep -c negf "$1")" -lt 40 ] && {{ echo $$ >> {pids}; sleep 30; }}; grep -q math.exp "$1"',
+    )
+    argv = [sys.executable, "-m", "reducer.cli", "input.mlir", "--check", "check.sh", "-j", "2"]
+    pid, terminal = pty.fork()
+    if pid == 0:  # the run, in a session whose controlling terminal is the pty
+        try:
+            os.chdir(case)
+            os.execve(sys.executable, argv, env(case))
+        finally:
+            os._exit(127)
+    status = 0
+    try:
+        while not (pids.exists() and pids.read_text().split()):
+            select.select([terminal], [], [], 0.05)
+            with contextlib.suppress(OSError):
+                os.read(terminal, 65536)  # the live status: a terminal that is read
+            ended, status = os.waitpid(pid, os.WNOHANG)
+            assert not ended, f"the run ended before its check hung, with status {status}"
+    finally:
+        os.close(terminal)  # hang up: the kernel sends SIGHUP to the run
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == session.EXIT_INTERRUPTED
+    assert (case / "input.mlir").read_text() == BIG
+    for check in pids.read_text().split():
+        assert not _alive(int(check)), f"check {check} survived"
+    assert_clean(case)
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [("4X", "'4X' is not a size like 4G, 512M or 0"), ("100", "'100' is too little to start a check")],
+    ids=["not-a-size", "bytes-meant-as-megabytes"],
+)
+def test_a_memory_limit_that_cannot_be_meant_is_refused(case: Path, value: str, words: str):
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "--memory-limit", value)
+    assert proc.returncode == session.EXIT_USAGE
+    assert f"Invalid value for '--memory-limit': {words}" in proc.stderr
+    assert not (case / "ran").exists()
     assert_clean(case)
