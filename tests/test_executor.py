@@ -380,9 +380,15 @@ def test_the_default_memory_limit_shares_three_quarters_of_the_memory_and_0_is_n
 
 
 def test_only_a_check_that_fails_near_its_memory_limit_is_out_of_memory(tmp_path: Path):
-    """`hog` allocates until its allocations fail at the limit: out of memory. A plain failure, and
-    one allocation far beyond the limit (the check never came near it), are only not
-    interesting: the word says what was measured."""
+    """`hog` allocates until its allocations fail at the limit: out of memory. A plain
+    failure, one that used a third of the limit, and one allocation far beyond it (the
+    check never came near it) are only not interesting: the word says what was measured.
+    So is a plain failure on a worker that is itself larger than the limit (`big`): the
+    kernel starts its checks' figures at its size. The pools run in a fresh interpreter,
+    whose size this test sets."""
+    import json
+    import subprocess
+
     check = tmp_path / "check.py"
     check.write_text(
         f"#!{sys.executable}\n"
@@ -393,19 +399,37 @@ def test_only_a_check_that_fails_near_its_memory_limit_is_out_of_memory(tmp_path
         "    hog.append(bytearray(1 << 20))\n"
         "if what == 'huge':\n"
         "    hog.append(bytearray(1 << 40))\n"
+        "if what == 'some':\n"
+        "    hog.append(bytearray(70 << 20))\n"
         "sys.exit(what != 'fine')\n"
     )
     check.chmod(0o755)
-    with LocalExecutor(ScriptOracle(str(check), "in.mlir", 60.0), 1, memory_limit=200 << 20) as ex:
-        verdicts = {d: ex.run(d.encode()) for d in ("hog", "plain", "huge", "fine")}
-    assert {d: v.outcome for d, v in verdicts.items()} == {
+    pool = (
+        "import json, sys\n"
+        "from reducer.core.executor import LocalExecutor\n"
+        "from reducer.core.oracle import ScriptOracle, run_scope\n"
+        f"oracle = ScriptOracle({str(check)!r}, 'in.mlir', 60.0)\n"
+        "with run_scope():\n"
+        "    with LocalExecutor(oracle, 1, memory_limit=200 << 20) as ex:\n"
+        "        verdicts = {d: ex.run(d.encode()) for d in ('hog', 'plain', 'some', 'huge', 'fine')}\n"
+        "    ballast = bytearray(300 << 20)  # touched: 300 MiB resident, which a worker forked now shares\n"
+        "    with LocalExecutor(oracle, 1, memory_limit=200 << 20) as ex:\n"
+        "        verdicts['big'] = ex.run(b'plain')\n"
+        "json.dump({d: [v.outcome, v.stderr_tail] for d, v in verdicts.items()}, sys.stdout)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", pool], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    verdicts = json.loads(ran.stdout)
+    assert {d: outcome for d, (outcome, _) in verdicts.items()} == {
         "hog": "out of memory",
         "plain": "not interesting",
+        "some": "not interesting",
         "huge": "not interesting",
         "fine": "interesting",
+        "big": "not interesting",
     }
-    assert "MemoryError" in verdicts["hog"].stderr_tail
-    assert verdicts["hog"].stderr_tail.splitlines()[-1].endswith("(200M a process; --memory-limit)")
+    assert "MemoryError" in verdicts["hog"][1]
+    assert verdicts["hog"][1].splitlines()[-1].endswith("(200M a process; --memory-limit)")
 
 
 def test_where_no_subreaper_runs_checks_the_environment_tag_finds_setsid_children(tmp_path: Path):

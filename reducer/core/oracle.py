@@ -353,7 +353,7 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
             peak = max(peak, _end_leftovers(proc, check_tag, earlier))
     if cancelled:
         raise Cancelled
-    if limits is not None and memory and not timed_out and peak >= MEMORY_NEAR * memory > processes.own_peak():
+    if limits is not None and memory and not timed_out and peak >= MEMORY_NEAR * memory and peak > processes.own_peak():
         limits.reached = True
     seconds = time.monotonic() - start
     size = os.path.getsize(err_path)
@@ -549,6 +549,10 @@ OUT_OF_MEMORY = "out of memory"
 #: and each program reports that its own way (MemoryError, std::bad_alloc, an abort), so
 #: what is counted is a check that failed after using nearly all it may use. One that
 #: died on a single allocation far beyond the limit counts as plainly not interesting.
+#: The figure is the kernel's (wait4), which starts a check's process at the size of the
+#: one that started it (`processes.own_peak`): only a peak above that is the check's, so
+#: a worker forked from a large main process (one replacing a dead worker) cannot tell
+#: for a limit below its own size.
 MEMORY_NEAR = 0.8
 
 

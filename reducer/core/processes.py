@@ -63,8 +63,9 @@ def rss_bytes(usage: resource.struct_rusage) -> int:
 
 def own_peak() -> int:
     """This process's peak resident size. A check's starts as at least that of the
-    process it was forked from (the kernel carries it over exec), so only a peak above
-    it says anything about the check."""
+    process that started it (the kernel carries that process's peak over exec, and a
+    fork counts the pages it shares as the child's), so only a peak above it says
+    anything about the check."""
     return rss_bytes(resource.getrusage(resource.RUSAGE_SELF))
 
 
