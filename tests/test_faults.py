@@ -699,7 +699,8 @@ def test_a_planted_start_in_the_runs_own_state_never_runs_code(case: Path):
     assert "continuing" not in again.stderr
     assert "math.exp" in (case / "input.reduced.mlir").read_text()
     assert sorted(p.name for p in state.iterdir()) == ["ireereduce-state", "start.pickle"]  # left, and still ours
-=======
+
+
 # == issue 27: limits of the machine, and processes that hide ===============================
 # (open files, SIGHUP, daemons that clear their environment, --memory-limit)
 
