@@ -341,8 +341,11 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
 def main(**params: Any) -> None:
     _ensure_stderr()
-    try:  # before the log file is opened: it may be the input
-        session.check_paths(Settings(input=params["input_file"], **_only(params, _PATHS)))
+    progress_json = params["progress_json"] if params["progress_json"] != "-" else None
+    try:  # before the log file (or --progress-json) is opened: it may be the input
+        session.check_paths(
+            Settings(input=params["input_file"], **_only(params, _PATHS)), also=[("--progress-json", progress_json)]
+        )
     except UserError as exc:
         _fail(exc.code, str(exc))
     _setup_logging(params["verbose"], params["quiet"], params["log_file"])

@@ -13,6 +13,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -723,6 +724,56 @@ def test_more_jobs_than_open_files_allow_run_on_fewer_workers(case: Path):
     warned = [ln for ln in proc.stderr.splitlines() if "open files" in ln]
     assert len(warned) == 1 and "-j 100" in warned[0] and "ulimit -n" in warned[0], proc.stderr
     assert "negf" not in (case / "input.reduced.mlir").read_text()
+
+
+# == issue 27: paths that are not plain files, messages, bad options (hostile run) ========
+# Each test names the user's file in the one error line, checks the exit code, that the
+# user's files are as they were, and that no temp dir, lock or process is left.
+
+
+@pytest.mark.parametrize(
+    "target, words", [("input.mlir", "is the input input.mlir"), ("check.sh", "is the check script check.sh")]
+)
+def test_progress_json_naming_the_users_files_is_refused(case: Path, target: str, words: str):
+    check = make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    script = check.read_bytes()
+    proc = cli(case, "input.mlir", "--check", "check.sh", "--progress-json", target)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert f"--progress-json {target} {words}" in line
+    assert (case / "input.mlir").read_text() == SMALL and check.read_bytes() == script
+    assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
+    assert_clean(case)
+
+
+def test_progress_json_to_stdout_is_not_a_path(case: Path):
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "-q", "--progress-json", "-")
+    assert proc.returncode == 0, proc.stderr
+    assert '"event": "reduced"' in proc.stdout.splitlines()[-1]
+    assert not (case / "-").exists()
+    assert_clean(case)
+
+
+def test_output_symlinks_are_written_through_to_their_targets(case: Path):
+    """`-o latest.mlir` pointing into a results folder: the link stays, the target gets
+    the program (written atomically beside it); the same for the other outputs."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    (case / "results").mkdir()
+    links = {"latest.mlir": "results/run1.mlir", "stats.json": "results/stats1.json", "report.md": "results/r1.md"}
+    for link, target in links.items():
+        (case / link).symlink_to(target)
+    (case / "results" / "r1.md").write_text("an old report\n")
+    args = ["-o", "latest.mlir", "--stats-json", "stats.json", "--report", "report.md"]
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", *args)
+    assert proc.returncode == 0, proc.stderr
+    for link, target in links.items():
+        assert (case / link).is_symlink() and os.readlink(case / link) == target, link
+    out = (case / "results" / "run1.mlir").read_text()
+    assert "math.exp" in out and "negf" not in out
+    assert '"status": "reduced"' in (case / "results" / "stats1.json").read_text()
+    assert "an old report" not in (case / "results" / "r1.md").read_text()
+    assert sorted(p.name for p in (case / "results").iterdir()) == ["r1.md", "run1.mlir", "stats1.json"]
     assert (case / "input.mlir").read_text() == SMALL
     assert_clean(case)
 
@@ -884,4 +935,58 @@ def test_a_memory_limit_that_cannot_be_meant_is_refused(case: Path, value: str, 
     assert proc.returncode == session.EXIT_USAGE
     assert f"Invalid value for '--memory-limit': {words}" in proc.stderr
     assert not (case / "ran").exists()
+
+
+def test_stats_json_to_a_link_to_stdout_prints_it(case: Path):
+    """`--stats-json /dev/stdout`: the JSON goes to stdout and the link stays. (A link in
+    the test's directory stands in for /dev/stdout, which a regression would replace.)"""
+    import json
+
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    (case / "out").symlink_to("/dev/stdout")
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "-q", "--stats-json", "out")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "reduced"
+    assert (case / "out").is_symlink() and os.readlink(case / "out") == "/dev/stdout"
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("flag", ["--stats-json", "--report", "--report-json"])
+def test_reports_to_a_fifo_are_streamed_into_it(case: Path, flag: str):
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    fifo = case / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the run's open does not wait
+    try:
+        proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", flag, "pipe")
+        chunks = []
+        while chunk := os.read(reader, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(reader)
+    assert proc.returncode == 0, proc.stderr
+    assert b"reduced" in b"".join(chunks)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-dev-null"])
+def test_an_output_that_is_not_a_regular_file_is_refused(case: Path, kind: str):
+    """-o is written many times and gets a .lock and a .resume beside it: a FIFO or a
+    device (here a link to /dev/null, never /dev/null itself) is refused, not replaced."""
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    out = case / "out.mlir"
+    if kind == "fifo":
+        os.mkfifo(out)
+    else:
+        out.symlink_to(os.devnull)
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-o", "out.mlir")
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert "-o out.mlir is a" in line and "give a regular file" in line
+    assert stat.S_ISFIFO(os.lstat(out).st_mode) if kind == "fifo" else os.readlink(out) == os.devnull
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert not (case / "ran").exists() and not (case / "out.mlir.resume").exists()
+    assert (case / "input.mlir").read_text() == SMALL
     assert_clean(case)

@@ -7,7 +7,12 @@ import contextlib
 import errno
 import os
 import re
+import stat
+import sys
 import tempfile
+from collections.abc import Iterable
+
+import attrs
 
 from reducer.core.state import RunState
 from reducer.session.settings import (
@@ -35,13 +40,67 @@ def _umask() -> int:
     return mask
 
 
+#: A name for a descriptor: /dev/stdout leads to /proc/self/fd/1.
+_DESCRIPTOR = re.compile(r"^/(?:dev/fd|proc/(self|thread-self|\d+)/fd)/(\d+)$")
+_STANDARD = {0: "standard input", 1: "standard output", 2: "standard error"}
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+@attrs.frozen
+class Target:
+    """Where a path the user gave leads. A symlink (`latest.mlir` into a results folder)
+    is written through, the link kept; a device, a FIFO or /dev/stdout is a stream,
+    written in place, never replaced by a file."""
+
+    path: str  # every symlink followed
+    kind: str | None = None  # None: a regular file, or none yet; else "a FIFO", ...
+    fd: int | None = None  # a descriptor of this process it names (/dev/stdout): written through it
+
+    @property
+    def stream(self) -> bool:
+        return self.kind is not None and self.kind != "a directory"
+
+
+def resolve(path: str) -> Target:
+    """Follow path's symlinks to what it names. /dev/stdout is told apart before
+    realpath would follow /proc/self/fd/1 to the file the shell redirected it to."""
+    here = os.path.abspath(path)
+    for _ in range(40):
+        named = _DESCRIPTOR.match(here)
+        if named and named.group(1) in (None, "self", "thread-self", str(os.getpid())):
+            fd = int(named.group(2))
+            return Target(here, _STANDARD.get(fd, f"file descriptor {fd}"), fd)
+        try:
+            here = os.path.normpath(os.path.join(os.path.dirname(here), os.readlink(here)))
+        except OSError:
+            break
+    real = os.path.realpath(path)
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return Target(real)
+    return Target(real, _KINDS.get(stat.S_IFMT(mode)))
+
+
 def write_atomically(path: str, data: bytes) -> None:
     """Replace path in one step, so an interruption never leaves a half-written repro.
-    The file gets the mode a plain write would give (the old file's, else the umask's),
-    and an error names path, not the temporary file."""
-    directory = os.path.dirname(os.path.abspath(path))
+    A symlink is written through (the target is replaced beside itself), and a device,
+    FIFO or /dev/stdout is written as a stream (`Target`). The file gets the mode a
+    plain write would give (the old file's, else the umask's), and an error names
+    path, not the temporary file."""
+    target = resolve(path)
+    if target.kind is not None:
+        _write_stream(path, target, data)
+        return
+    directory = os.path.dirname(target.path)
     try:
-        mode = os.stat(path).st_mode & 0o7777
+        mode = os.stat(target.path).st_mode & 0o7777
     except OSError:
         mode = 0o666 & ~_umask()
     try:
@@ -52,13 +111,39 @@ def write_atomically(path: str, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
             f.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, target.path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):
             raise OSError(exc.errno, exc.strerror, path) from None
         raise
+
+
+def _write_stream(path: str, target: Target, data: bytes) -> None:
+    """Write data into a device, a FIFO or one of this process's descriptors, in place.
+    A FIFO nobody reads is an error, not a wait without end."""
+    try:
+        if target.kind in ("a directory", "a socket"):
+            raise OSError(errno.EINVAL, f"it is {target.kind}")
+        if target.fd is not None:
+            for stream in (sys.stdout, sys.stderr):  # what they hold goes first
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            fd = target.fd
+        else:
+            fd = os.open(target.path, os.O_WRONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            if fd != target.fd:
+                os.close(fd)
+    except OSError as exc:
+        why = "no process reads the FIFO" if exc.errno == errno.ENXIO else exc.strerror
+        raise OSError(exc.errno, why, path) from None
 
 
 def save(path: str, data: bytes, what: str, best: str | None = None) -> None:
@@ -92,10 +177,11 @@ def read_input(path: str) -> str:
         ) from None
 
 
-def check_paths(settings: Settings) -> None:
+def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ()) -> None:
     """Every file the run will write, checked before anything runs: none may be the
     input, the check or a file the check uses, or another of them, and each must be
-    writable. After a reduction of hours is too late to find out."""
+    writable. After a reduction of hours is too late to find out. `also`: the caller's
+    own (flag, path) pairs, such as the CLI's --progress-json."""
     output = settings.output or default_output(settings.input)
     named = [
         ("the output" if settings.output is None else "-o", output),
@@ -103,6 +189,7 @@ def check_paths(settings: Settings) -> None:
         ("--report-json", settings.report_json),
         ("--stats-json", settings.stats_json),
         ("--log-file", settings.log_file),
+        *also,
     ]
     protected = {os.path.realpath(settings.input): f"the input {settings.input}"}
     if settings.check is not None:
@@ -118,20 +205,36 @@ def check_paths(settings: Settings) -> None:
             raise UserError(
                 EXIT_USAGE, f"{flag} {path} is {protected[real]}; ireereduce never overwrites it (give another path)"
             )
-        if real in seen:
+        target = resolve(path)
+        if real in seen and not target.stream:  # two reports may share a stream, as on a terminal
             raise UserError(EXIT_USAGE, f"{seen[real]} and {flag} both name {path}; give each its own file")
         seen[real] = flag
-        _check_writable(flag, path)
+        _check_writable(flag, path, target, output_file=path == output)
     # Never a directory the run did not make or was not given empty: it removes it at the end.
     refused = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output)).refusal()
     if refused is not None:
         raise UserError(EXIT_USAGE, refused)
 
 
-def _check_writable(flag: str, path: str) -> None:
-    if os.path.isdir(path):
+def _check_writable(flag: str, path: str, target: Target, output_file: bool) -> None:
+    """A regular file (or none yet) in a writable directory; a stream (a device, a FIFO,
+    /dev/stdout) only where it is written once: not for the output, which is written at
+    every improvement and gets a .lock and a .resume beside it."""
+    if target.kind == "a directory":
         raise UserError(EXIT_USAGE, f"{flag} {path} is a directory; give a file name")
-    parent = os.path.dirname(os.path.abspath(path))
+    if target.kind == "a socket" or (target.stream and output_file):
+        raise UserError(
+            EXIT_USAGE,
+            f"{flag} {path} is {target.kind}; the output is written at every improvement, with a .lock and a "
+            ".resume beside it: give a regular file"
+            if output_file
+            else f"{flag} {path} is a socket; give a regular file",
+        )
+    if target.stream:
+        if target.fd is None and not os.access(target.path, os.W_OK):
+            raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: it is not writable")
+        return
+    parent = os.path.dirname(target.path)
     if not os.path.isdir(parent):
         raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: the directory {parent} does not exist")
     try:  # os.access is not enough: root passes it on read-only file systems
@@ -142,7 +245,7 @@ def _check_writable(flag: str, path: str) -> None:
         raise UserError(
             EXIT_USAGE, f"cannot write {flag} {path}: the directory {parent} is not writable ({exc.strerror})"
         ) from None
-    if os.path.exists(path) and not os.access(path, os.W_OK):
+    if os.path.exists(target.path) and not os.access(target.path, os.W_OK):
         raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: it is read-only")
 
 
