@@ -356,7 +356,10 @@ def main(**params: Any) -> None:
     if params["input_file"] == "-":
         if not params["output"]:
             _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
-        source = sys.stdin.read()
+        try:
+            source = session.decode_input(sys.stdin.buffer.read(), "-")
+        except UserError as exc:
+            _fail(exc.code, str(exc))
     options = _only(params, _FIELDS) | {"verify": not params["no_verify"]}
     done = _reduce(source, options, params)
     _stop_worker_logging()

@@ -990,3 +990,47 @@ def test_an_output_that_is_not_a_regular_file_is_refused(case: Path, kind: str):
     assert not (case / "ran").exists() and not (case / "out.mlir.resume").exists()
     assert (case / "input.mlir").read_text() == SMALL
     assert_clean(case)
+
+
+@pytest.mark.parametrize(
+    "head, words",
+    [
+        ("#!/bin/no-such-shell", "'#!' line names /bin/no-such-shell, which does not exist"),
+        ("#!/usr/bin/env no-such-shell", "no-such-shell is not on PATH"),
+        ("#!/bin/sh\r", "Windows line ends (CRLF)"),
+    ],
+    ids=["missing", "env-missing", "crlf"],
+)
+def test_a_check_whose_interpreter_cannot_run_names_it(case: Path, head: str, words: str):
+    check = case / "check.sh"
+    check.write_bytes(f'{head}\ngrep -q math.exp "$1"\n'.replace("\n", "\r\n" if "\r" in head else "\n").encode())
+    check.chmod(0o755)
+    script = check.read_bytes()
+    proc = cli(case, "input.mlir", "--check", "check.sh")
+    assert proc.returncode == session.EXIT_BAD_CHECK, proc.stderr
+    line = error_line(proc.stderr)
+    assert "check script 'check.sh'" in line and words in line
+    assert "No such file" not in line
+    assert check.read_bytes() == script and (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        (SMALL.replace("return %2", "// caf\xe9\n  return %2").encode("latin-1"), "byte 0xe9 at line 5, column 9"),
+        (b"ML\xefR\x00\x01rest", "is MLIR bytecode"),
+    ],
+    ids=["latin-1", "bytecode"],
+)
+def test_input_that_is_not_utf8_says_which_byte_and_where(case: Path, data: bytes, words: str):
+    (case / "input.mlir").write_bytes(data)
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh")
+    assert proc.returncode == session.EXIT_BAD_INPUT, proc.stderr
+    line = error_line(proc.stderr)
+    assert "input.mlir" in line and words in line
+    assert ("iconv" in line) == (words != "is MLIR bytecode")
+    assert ("bytecode" in line) == (words == "is MLIR bytecode")
+    assert (case / "input.mlir").read_bytes() == data and not (case / "ran").exists()
+    assert_clean(case)

@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -159,6 +160,10 @@ def save(path: str, data: bytes, what: str, best: str | None = None) -> None:
 BOM = "\ufeff"
 
 
+#: What MLIR bytecode starts with ("ML\xefR", mlir/Bytecode/BytecodeImplementation.h).
+BYTECODE_MAGIC = b"ML\xefR"
+
+
 def read_input(path: str) -> str:
     if not os.path.exists(path):
         raise UserError(EXIT_BAD_INPUT, f"input file {path!r} does not exist")
@@ -169,12 +174,30 @@ def read_input(path: str) -> str:
             data = f.read()
     except OSError as exc:
         raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
+    return decode_input(data, path)
+
+
+def decode_input(data: bytes, path: str) -> str:
+    """The input as text; else which byte is not UTF-8, and where (a Latin-1 byte in a
+    comment is the usual one), or that it is MLIR bytecode, said only when it is."""
     try:
         return data.decode()
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
+        bad = exc.start
+    stem = os.path.splitext(path)[0] if path != "-" else "input"
+    convert = f"iconv -f latin1 -t utf-8 {path} > {stem}.utf8.mlir" if path != "-" else "iconv -f latin1 -t utf-8"
+    if data.startswith(BYTECODE_MAGIC):
         raise UserError(
-            EXIT_BAD_INPUT, f"input {path!r} is not UTF-8 text (MLIR bytecode? convert it with iree-opt first)"
-        ) from None
+            EXIT_BAD_INPUT, f"input {path!r} is MLIR bytecode; give its text form: iree-opt {path} -o {stem}.text.mlir"
+        )
+    line_start = data.rfind(b"\n", 0, bad) + 1
+    column = len(data[line_start:bad].decode(errors="replace")) + 1
+    line = data.count(b"\n", 0, bad) + 1
+    raise UserError(
+        EXIT_BAD_INPUT,
+        f"input {path!r} is not UTF-8 text: byte 0x{data[bad]:02x} at line {line}, "
+        f"column {column} is not UTF-8 (if the file is Latin-1: {convert})",
+    )
 
 
 def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ()) -> None:
@@ -276,10 +299,40 @@ def check_script(path: str) -> str:
     if not os.access(path, os.X_OK):
         raise UserError(EXIT_BAD_CHECK, f"check script {path!r} is not executable; run: chmod +x {path}")
     with open(path, "rb") as f:
-        head = f.read(4)
-    if not (head.startswith(b"#!") or head == b"\x7fELF"):
+        head = f.read(512)
+    if head.startswith(b"\x7fELF"):
+        return os.path.abspath(path)
+    if not head.startswith(b"#!"):
         raise UserError(EXIT_BAD_CHECK, f"check script {path!r} has no '#!' line; start it with #!/bin/sh")
+    _check_interpreter(path, head.split(b"\n", 1)[0])
     return os.path.abspath(path)
+
+
+def _check_interpreter(path: str, line: bytes) -> None:
+    """The program a '#!' line names must be there: else the kernel says only "No such
+    file or directory", which reads as if the script itself were missing."""
+    if line.endswith(b"\r"):
+        raise UserError(
+            EXIT_BAD_CHECK,
+            f"check script {path!r} has Windows line ends (CRLF): its '#!' line names "
+            f"{line[2:-1].decode(errors='replace').strip()!r} followed by a carriage return; "
+            f"convert it: sed -i 's/\\r$//' {path}",
+        )
+    words = line[2:].decode(errors="replace").split()
+    if not words:
+        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} has an empty '#!' line; start it with #!/bin/sh")
+    program = words[0]
+    if not os.path.exists(program):
+        raise UserError(EXIT_BAD_CHECK, f"check script {path!r}: its '#!' line names {program}, which does not exist")
+    if os.path.isdir(program) or not os.access(program, os.X_OK):
+        raise UserError(EXIT_BAD_CHECK, f"check script {path!r}: its '#!' line names {program}, which is not a program")
+    if os.path.basename(program) == "env":
+        named = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        if named and shutil.which(named[0]) is None:
+            raise UserError(
+                EXIT_BAD_CHECK,
+                f"check script {path!r}: its '#!' line runs {named[0]} through env, and {named[0]} is not on PATH",
+            )
 
 
 #: Errors that mean a file could not be written, not that a program could not be run.

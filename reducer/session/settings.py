@@ -43,9 +43,9 @@ EXIT_CODES = {
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
     EXIT_USAGE: "bad command line; an output, report, stats or log path that is the input, the check, "
     "another of them, or not writable; a --state-dir holding files ireereduce did not write",
-    EXIT_BAD_INPUT: "input file missing, unreadable or not text",
-    EXIT_BAD_CHECK: "check script missing, not executable or cannot be run (also when deleted or made "
-    "non-executable mid-run); --compile's program not found",
+    EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8)",
+    EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
+    "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
     EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
     EXIT_FLAKY: "flaky check: the reduced program failed a re-check; the output holds the last program "
