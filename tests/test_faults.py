@@ -1034,3 +1034,41 @@ def test_input_that_is_not_utf8_says_which_byte_and_where(case: Path, data: byte
     assert ("bytecode" in line) == (words == "is MLIR bytecode")
     assert (case / "input.mlir").read_bytes() == data and not (case / "ran").exists()
     assert_clean(case)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--max-time", "nan"], "--max-time must be a finite number of seconds"),
+        (["--strategies", ","], "--strategies names no strategy"),
+        (
+            ["--check-files", "expected.txt"],
+            "--check-files go with --executor dask; the local executor would ignore it",
+        ),
+    ],
+    ids=["max-time-nan", "strategies-empty", "check-files-local"],
+)
+def test_bad_option_values_are_refused(case: Path, args: list[str], words: str):
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    (case / "expected.txt").write_text("yes\n")
+    proc = cli(case, "input.mlir", "--check", "check.sh", *args)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert words in error_line(proc.stderr)
+    assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
+    assert not (case / "input.reduced.mlir.resume").exists()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("flag", ["--strategies", "--skip-strategies"])
+def test_a_strategy_typo_leaves_no_state_for_the_corrected_command(case: Path, flag: str):
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    typo = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", flag, "drop-opz")
+    assert typo.returncode == session.EXIT_USAGE, typo.stderr
+    assert "unknown strategy drop-opz" in error_line(typo.stderr)
+    assert not (case / "input.reduced.mlir.resume").exists()
+    fixed = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", flag, "drop-ops")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)

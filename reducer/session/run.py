@@ -51,7 +51,13 @@ from reducer.session.start import (
     record_start,
     size_of,
 )
-from reducer.session.wiring import build_engine, load_deferred, make_executor, select_strategies
+from reducer.session.wiring import (
+    build_engine,
+    check_strategy_names,
+    load_deferred,
+    make_executor,
+    select_strategies,
+)
 
 # The IREE room's modules are imported where they are used: most runs need them only
 # after the original's checks (triage, flags, the report) or not at all (a check script
@@ -88,9 +94,25 @@ def reduce_file(
         lock.release()
 
 
+#: Options that must be finite numbers (click's ranges let nan through), with their unit.
+_FINITE = (
+    ("--max-time", "max_time", " of seconds"),
+    ("--slower-than", "slower_than", " of seconds"),
+    ("--slower-than-factor", "slower_than_factor", ""),
+    ("--rtol", "rtol", ""),
+    ("--atol", "atol", ""),
+)
+
+
 def _check_settings(settings: Settings) -> None:
     if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
         raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
+    for flag, name, unit in _FINITE:
+        value = getattr(settings, name)
+        if value is not None and not math.isfinite(value):
+            raise UserError(EXIT_USAGE, f"{flag} must be a finite number{unit}, not {value}")
+    if settings.strategies is not None and not settings.strategies:
+        raise UserError(EXIT_USAGE, "--strategies names no strategy; see ireereduce --list-strategies")
     if settings.repeat < 1:
         raise UserError(EXIT_USAGE, "--repeat must be at least 1")
     if settings.text is not None and not settings.output:
@@ -184,6 +206,12 @@ class Run:
             self.notes.extend(self.begin.findings.notes)
         else:
             self.begin = self._check_start(text)
+            # A typo in a strategy's name must leave no state: the corrected command
+            # would find it and refuse to start (the names are checked once the registry
+            # has loaded, which it does while the original's checks run).
+            if self.loaded is None:
+                self.loaded = wiring.registry()
+            check_strategy_names(self.settings.strategies, self.settings.skip_strategies, self.loaded)
             record_start(self.resume, self.begin)
         self.begin.findings.notes = self.notes
 

@@ -41,8 +41,10 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES = {
     EXIT_OK: "reduced; the output is interesting",
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
-    EXIT_USAGE: "bad command line; an output, report, stats or log path that is the input, the check, "
-    "another of them, or not writable; a --state-dir holding files ireereduce did not write",
+    EXIT_USAGE: "bad command line (a value out of range, a strategy that does not exist, an option without "
+    "the one it goes with); an output, report, stats, log or progress path that is the input, the check, "
+    "another of them, or not writable; -o that is not a regular file; a --state-dir holding files ireereduce "
+    "did not write",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8)",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
     "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",

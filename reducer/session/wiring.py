@@ -55,15 +55,20 @@ def select_strategies(
 ) -> list[Strategy]:
     """Instances in run order (registry order), filtered by mode and the user's lists."""
     available = registry() if available is None else available
+    check_strategy_names(only, skip, available)
     only = None if only is None else [canonical_name(n) for n in only]
     skip = [canonical_name(n) for n in skip]
-    unknown = [n for n in list(only or []) + list(skip) if n not in available]
-    if unknown:
-        raise UserError(EXIT_USAGE, f"unknown strategy {', '.join(unknown)}; see ireereduce --list-strategies")
     chosen = [cls() for name, cls in available.items() if mode in cls.modes and name not in skip]
     if only is not None:
         chosen = [s for s in chosen if s.name in only]
     return chosen
+
+
+def check_strategy_names(only: Sequence[str] | None, skip: Sequence[str], available: dict[str, type[Strategy]]) -> None:
+    """--strategies and --skip-strategies name strategies that exist (aliases included)."""
+    unknown = [n for n in [*(only or []), *skip] if canonical_name(n) not in available]
+    if unknown:
+        raise UserError(EXIT_USAGE, f"unknown strategy {', '.join(unknown)}; see ireereduce --list-strategies")
 
 
 # -- Oracles ---------------------------------------------------------------------------
@@ -233,8 +238,21 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
 
 
 def _local(settings: Settings, oracle: Oracle | None) -> Executor:
-    if settings.scheduler or settings.resources:
-        raise UserError(EXIT_USAGE, "--scheduler and --resources go with --executor dask")
+    given = [
+        flag
+        for flag, value in (
+            ("--scheduler", settings.scheduler),
+            ("--resources", settings.resources),
+            ("--check-files", settings.check_files),
+        )
+        if value
+    ]
+    if given:
+        raise UserError(
+            EXIT_USAGE,
+            f"{' and '.join(given)} go with --executor dask; the local executor would ignore "
+            f"{'it' if len(given) == 1 else 'them'}",
+        )
     return LocalExecutor(oracle, settings.workers(), settings.memory_limit)
 
 
