@@ -470,7 +470,7 @@ def test_a_check_that_writes_the_users_files_is_stopped(case: Path, target: str)
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--strategies", "drop-ops")
     assert proc.returncode == session.EXIT_CHECK_CHANGED_FILES, proc.stderr
     line = error_line(proc.stderr)
-    assert f"{target} changed while the check ran" in line and "must not write" in line
+    assert f"{target} changed during the run" in line and "gets its own copy of the candidate" in line
     assert len(count.read_text().splitlines()) <= 7 + 4  # stopped within the batch (a whole run makes 17 checks)
     out = (case / "input.reduced.mlir").read_text()
     assert "math.exp" in out and len(out) < len(BIG)
@@ -1071,4 +1071,40 @@ def test_a_strategy_typo_leaves_no_state_for_the_corrected_command(case: Path, f
     assert fixed.returncode == 0, fixed.stderr
     assert "math.exp" in (case / "input.reduced.mlir").read_text()
     assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+def test_a_removed_output_directory_saves_the_best_where_it_can(case: Path):
+    (case / "input.mlir").write_text(BIG)
+    (case / "results").mkdir()
+    make_script(case / "check.sh", 'sleep 0.2; grep -q math.exp "$1"')
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "1", "-o", "results/out.mlir")
+    wait_for(lambda: (case / "results" / "out.mlir").exists())
+    shutil.rmtree(case / "results")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == session.EXIT_CANNOT_WRITE, err
+    line = error_line(err)
+    assert "cannot write the output results/out.mlir" in line
+    assert "is saved in out.saved.mlir" in line
+    saved = (case / "out.saved.mlir").read_text()
+    assert "math.exp" in saved and len(saved) < len(BIG)
+    assert (case / "input.mlir").read_text() == BIG
+    assert_clean(case)
+
+
+def test_the_users_own_edit_of_the_input_is_not_blamed_on_the_check(case: Path):
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'sleep 0.2; grep -q math.exp "$1"')
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    wait_for(lambda: (case / "input.reduced.mlir").exists())
+    edited = BIG + "// a note\n"
+    (case / "input.mlir").write_text(edited)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == session.EXIT_CHECK_CHANGED_FILES, err
+    line = error_line(err)
+    assert "the input input.mlir changed during the run" in line and "--fresh" in line
+    assert "while the check ran" not in line and "a check must not" not in line
+    assert "input.reduced.mlir holds the smallest interesting program so far" in line
+    assert (case / "input.mlir").read_text() == edited
+    assert "math.exp" in (case / "input.reduced.mlir").read_text()
     assert_clean(case)

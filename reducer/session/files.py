@@ -348,3 +348,28 @@ def user_error(exc: OSError) -> UserError:
             f"{tempfile.gettempdir()}: {exc.strerror} (free space, or set TMPDIR)",
         )
     return UserError(EXIT_BAD_CHECK, f"cannot run the check ({exc.filename or 'its program'}): {exc.strerror}")
+
+
+def rescue(path: str, data: bytes) -> str:
+    """Where data went when path cannot be written (its directory removed): a new file
+    in the current directory, else in the temp directory; never over an existing one."""
+    stem, ext = os.path.splitext(os.path.basename(path))
+    for directory in (".", tempfile.gettempdir()):
+        for n in range(100):
+            name = os.path.join(directory, f"{stem}.saved{f'-{n}' if n else ''}{ext}")
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            except OSError:
+                break
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+                break
+            shown = os.path.normpath(name)
+            return f"the smallest interesting program so far ({len(data)} bytes) is saved in {shown} instead"
+    return f"the smallest interesting program so far ({len(data)} bytes) could not be saved anywhere else either"

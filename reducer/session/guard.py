@@ -7,7 +7,8 @@ import os
 import tempfile
 import threading
 
-from reducer.session.files import WRITE_ERRORS, save
+from reducer.session import files
+from reducer.session.files import WRITE_ERRORS, rescue
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_CANNOT_WRITE, EXIT_CHECK_CHANGED_FILES, Settings, UserError
 
 
@@ -34,13 +35,24 @@ class Guard:
 
     def write_output(self, data: bytes) -> None:
         with self.lock:
-            save(self.output, data, "the output", self._where_best())
-            self.expected[self.output] = self._stat(self.output)
+            self._write(data)
             self.good = data
 
+    def _write(self, data: bytes) -> None:
+        """Write the output. If it cannot be written and no longer holds the best so far
+        (its directory was removed), data is saved elsewhere, and the error says where."""
+        try:
+            files.write_atomically(self.output, data)
+        except OSError as exc:
+            intact = self.good is not None and self._stat(self.output) == self.expected[self.output]
+            where = self._where_best() if intact else rescue(self.output, data)
+            raise UserError(
+                EXIT_CANNOT_WRITE, f"cannot write the output {self.output}: {exc.strerror}; {where}"
+            ) from None
+        self.expected[self.output] = self._stat(self.output)
+
     def _where_best(self) -> str:
-        if self.good is None:
-            return "no smaller program was found before this"
+        assert self.good is not None
         return f"{self.output} still holds the smallest interesting program so far ({len(self.good)} bytes)"
 
     def best(self) -> str:
@@ -59,19 +71,34 @@ class Guard:
             for path in self.paths:
                 if self._stat(path) != self.expected[path]:
                     if path == self.output and self.good is not None:
-                        save(self.output, self.good, "the output")
-                        self.expected[path] = self._stat(path)
-                    raise UserError(
-                        EXIT_CHECK_CHANGED_FILES,
-                        f"{path} changed while the check ran (size or modification time); a check must not write "
-                        f"the user's files (it gets its own copy of the candidate); stopped, {self.best()}",
-                    )
+                        self._write(self.good)
+                    raise UserError(EXIT_CHECK_CHANGED_FILES, self._changed(path))
+
+    def _changed(self, path: str) -> str:
+        """Who changed a file is not known (the check, or the user, or a script of theirs):
+        say what changed, what it means for the run, and what to do."""
+        how = "changed during the run (size or modification time)"
+        if path == self.output:
+            return (
+                f"the output {path} {how}: a check must not write the user's files (it gets its own copy "
+                f"of the candidate), nor may anything else while the run writes it; it holds the last good "
+                f"program again; stopped, {self.best()}"
+            )
+        if path == self.settings.check:
+            return (
+                f"the check script {path} {how}; verdicts of the old one and the new one do not mix, so the "
+                f"run stopped; {self.best()}; rerun with --fresh to start over with the new check"
+            )
+        return (
+            f"the input {path} {how}, by someone or by the check (which gets its own copy of the candidate "
+            f"and should leave the input alone); the run reduces the input as it was when it started, so it "
+            f"stopped; {self.best()}; rerun with --fresh to reduce the input as it is now"
+        )
 
     def restore_output(self) -> None:
         with self.lock:
             if self.good is not None and self._stat(self.output) != self.expected[self.output]:
-                save(self.output, self.good, "the output")
-                self.expected[self.output] = self._stat(self.output)
+                self._write(self.good)
 
     def environment_error(self, exc: OSError) -> UserError:
         """An OSError out of the run, in the user's words (never 'internal error')."""

@@ -53,11 +53,11 @@ EXIT_CODES = {
     EXIT_FLAKY: "flaky check: the reduced program failed a re-check; the output holds the last program "
     "that passed its re-checks, and the message gives the flip rate seen",
     EXIT_CANNOT_WRITE: "cannot write the output, report, stats or state (disk full, read-only or removed "
-    "directory); the message says where the best so far is",
+    "directory); the message says where the best so far is (saved elsewhere if the output's directory is gone)",
     EXIT_BUSY: "another ireereduce run is writing the same output (the message names its PID)",
     EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check (--fresh starts over)",
-    EXIT_CHECK_CHANGED_FILES: "the check changed the input, the output or itself; the output keeps the "
-    "last good program",
+    EXIT_CHECK_CHANGED_FILES: "the input, the output or the check changed during the run (the check must not "
+    "write them, nor anyone else until the run ends); the output keeps the last good program",
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, or distributed is not installed",
     EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
