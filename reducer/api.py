@@ -153,14 +153,11 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
         text = Path(result.output).read_text()
     else:
         text = settings.text if settings.text is not None else Path(settings.input).read_text()
-    from reducer.iree import report as reporting  # imported while the original was checked
-
-    data = reporting.build(result, settings.input, status)
-    best = f"the reduced program is in {result.output}"
-    if settings.report:
-        session.save(settings.report, reporting.to_markdown(data).encode(), "the report", best)
-    if settings.report_json:
-        session.save(settings.report_json, reporting.to_json(data).encode(), "the JSON report", best)
+    try:
+        data = _reports(settings, result, status)
+    except KeyboardInterrupt:  # Ctrl-C again, while the reports were written: the result stands
+        status = "interrupted"
+        data = {"status": status, "trivial": irutil.trivial(text)}
     return Reduction(
         status=status,
         text=text,
@@ -175,6 +172,19 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
         report=data,
         result=result,
     )
+
+
+def _reports(settings: Settings, result: Result, status: str) -> dict[str, Any]:
+    """The report's content, written where --report and --report-json ask."""
+    from reducer.iree import report as reporting  # imported while the original was checked
+
+    data = reporting.build(result, settings.input, status)
+    best = f"the reduced program is in {result.output}"
+    if settings.report:
+        session.save(settings.report, reporting.to_markdown(data).encode(), "the report", best)
+    if settings.report_json:
+        session.save(settings.report_json, reporting.to_json(data).encode(), "the JSON report", best)
+    return data
 
 
 def _size(size: Size) -> dict[str, Any]:

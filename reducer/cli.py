@@ -363,7 +363,8 @@ def main(**params: Any) -> None:
     options = _only(params, _FIELDS) | {"verify": not params["no_verify"]}
     done = _reduce(source, options, params)
     _stop_worker_logging()
-    _summary(done.console or _console(), done.reduction.result)
+    with contextlib.suppress(KeyboardInterrupt):  # the run is over; the line below says how it ended
+        _summary(done.console or _console(), done.reduction.result)
     sys.exit(_tell_end(done.reduction, params["trivial_is_error"]))
 
 
@@ -390,6 +391,8 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
     # shows the live status from the start).
     monitor.on_idle.append(_import_rich)
     console: Console | None = None
+    output = params["output"] or session.default_output(params["input_file"])
+    before = _stat(output)
     with contextlib.ExitStack() as stack:
         if params["progress_json"]:
             target = params["progress_json"]
@@ -407,9 +410,9 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
         except UserError as exc:
             stack.close()
             _fail(exc.code, str(exc))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # before the run had a result to tell, or while it was told
             stack.close()
-            click.echo("ireereduce: interrupted before reduction started", err=True)
+            click.echo(f"ireereduce: interrupted; {_where(output, before)}", err=True)
             sys.exit(session.EXIT_INTERRUPTED)
         except Exception as exc:
             if params["debug"]:
@@ -420,6 +423,25 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
             )
             sys.exit(session.EXIT_INTERNAL)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _where(output: str, before: tuple[int, int, int] | None) -> str:
+    """Where the best so far is, for a run stopped without its result: what the output
+    holds now, told apart from what it held before the run."""
+    now = _stat(output)
+    if now is not None and now != before:
+        return f"the smallest interesting program so far is in {output}"
+    if now is None:
+        return f"no smaller program was found yet; {output} was not written"
+    return f"no smaller program was found yet; {output} is as it was"
 
 
 def _tell_end(done: api.Reduction, trivial_is_error: bool) -> int:

@@ -1108,3 +1108,47 @@ def test_the_users_own_edit_of_the_input_is_not_blamed_on_the_check(case: Path):
     assert (case / "input.mlir").read_text() == edited
     assert "math.exp" in (case / "input.reduced.mlir").read_text()
     assert_clean(case)
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.01, 0.02, 0.04])
+def test_ctrl_c_twice_tells_where_the_result_is(case: Path, gap: float):
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'sleep 0.1; grep -q math.exp "$1"')
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2")
+    out = case / "input.reduced.mlir"
+    wait_for(out.exists)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(gap)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode in (session.EXIT_INTERRUPTED, -signal.SIGINT), err
+    assert "Traceback" not in err and "before reduction started" not in err, err
+    assert "the smallest interesting program so far is in input.reduced.mlir" in err
+    assert "math.exp" in out.read_text() and len(out.read_text()) < len(BIG)
+    assert (case / "input.mlir").read_text() == BIG
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("kind", ["missing", "a-file"])
+def test_an_unusable_tmpdir_is_said(case: Path, kind: str):
+    tmpdir = case / "tmp" / "nope"
+    if kind == "a-file":
+        tmpdir.write_text("")
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "--check", "check.sh", "-j", "1", "-q"],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TMPDIR=str(tmpdir)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if f"TMPDIR={tmpdir}" in ln]
+    assert len(said) == 1 and "cannot be used" in said[0], proc.stderr
+    assert "temporary files go to" in said[0]
+    assert (case / "input.mlir").read_text() == SMALL
+    if kind == "a-file":
+        tmpdir.unlink()
+    assert_clean(case)

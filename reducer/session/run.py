@@ -9,7 +9,11 @@ import concurrent.futures
 import logging
 import math
 import os
+import signal
+import tempfile
+import threading
 import time
+from typing import Any
 
 import attrs
 
@@ -75,6 +79,7 @@ def reduce_file(
     settings = attrs.evolve(settings, jobs=settings.workers())
     _check_settings(settings)
     check_paths(settings)
+    _say_unusable_tmpdir()
     raw = settings.text if settings.text is not None else read_input(settings.input)
     output = settings.output or default_output(settings.input)
     lock = OutputLock(output)
@@ -87,11 +92,16 @@ def reduce_file(
         ) from None
     except OSError as exc:
         raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
+    held = _Held()
     try:
         with run_scope():
-            return _reduce(settings, raw, output, executor_factory, began, monitor or Monitor())
+            result = _reduce(settings, raw, output, executor_factory, began, monitor or Monitor(), held)
     finally:
         lock.release()
+        came = held.release()
+    if came:  # Ctrl-C while the finished run stopped its workers: it ends as interrupted, with its result
+        raise Interrupted(result)
+    return result
 
 
 #: Options that must be finite numbers (click's ranges let nan through), with their unit.
@@ -119,8 +129,60 @@ def _check_settings(settings: Settings) -> None:
         raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
 
 
+def _say_unusable_tmpdir() -> None:
+    """Python falls back to /tmp without a word when $TMPDIR cannot be used; every
+    candidate would then go where the user did not send it."""
+    wanted = os.environ.get("TMPDIR")
+    used = tempfile.gettempdir()
+    if not wanted or os.path.realpath(wanted) == os.path.realpath(used):
+        return
+    why = (
+        "it does not exist"
+        if not os.path.exists(wanted)
+        else "it is not a directory"
+        if not os.path.isdir(wanted)
+        else "it is not writable"
+    )
+    log.warning("TMPDIR=%s cannot be used (%s); temporary files go to %s", wanted, why, used)
+
+
+class _Held:
+    """SIGINT, SIGTERM (and SIGHUP, if handled) noted instead of raised while a run that
+    has ended stops its workers and removes its temp dir: a second Ctrl-C must not leave
+    them behind. Only in the main thread, where Python runs signal handlers."""
+
+    def __init__(self) -> None:
+        self.came = False
+        self._old: dict[int, Any] = {}
+
+    def hold(self) -> None:
+        if self._old or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", signal.SIGTERM)):
+            old = signal.getsignal(signum)
+            if callable(old):
+                self._old[signum] = old
+                signal.signal(signum, self._note)
+
+    def _note(self, _signum: int, _frame: object) -> None:
+        self.came = True
+
+    def release(self) -> bool:
+        """Put the handlers back; whether a signal came meanwhile."""
+        for signum, old in self._old.items():
+            signal.signal(signum, old)
+        self._old = {}
+        return self.came
+
+
 def _reduce(
-    settings: Settings, raw: str, output: str, executor_factory: type[Executor] | None, began: float, monitor: Monitor
+    settings: Settings,
+    raw: str,
+    output: str,
+    executor_factory: type[Executor] | None,
+    began: float,
+    monitor: Monitor,
+    held: _Held,
 ) -> Result:
     # One executor for every check (the original's, workflows, engine, flags, re-checks,
     # --for-upstream); its workers are forked before any MLIR context exists here.
@@ -130,6 +192,7 @@ def _reduce(
         try:
             result = Run(settings, raw, output, inner, began, monitor, primers).go()
         finally:
+            held.hold()  # the run has ended: from here on, stopping it again would leave workers
             for primer in primers:
                 primer.close()
     except BaseException:
@@ -177,6 +240,14 @@ class Run:
     def go(self) -> Result:
         self.start()
         self.prepare()
+        try:
+            return self._reduce_and_finish()
+        except KeyboardInterrupt:
+            if getattr(self, "engine", None) is None:
+                raise  # nothing reduced yet: the caller says what the output holds
+            raise Interrupted(self.result()) from None  # after the engine: the output holds its result
+
+    def _reduce_and_finish(self) -> Result:
         try:
             text, early_rechecks = self.reduce()
         except OSError as exc:
