@@ -49,6 +49,7 @@ class Status:
     different_bug: int = 0
     since_improvement: float = 0.0
     improvements: int = 0
+    detail: str | None = None  # what runs when no checks are counted yet (the original's)
 
     def percent(self) -> float | None:
         if self.original is None or self.best is None:
@@ -70,6 +71,8 @@ class Status:
 
     def line(self) -> str:
         """One line for a log that is not a terminal."""
+        if self.detail:
+            return f"{self.phase}: {self.detail}; {self.elapsed:.0f} s elapsed"
         size = f"best {self.best} ({self.percent():.1f}%)" if self.best is not None else "no result yet"
         return (
             f"{self.phase}{': ' + self.strategy if self.strategy else ''}; {size}; "
@@ -97,6 +100,8 @@ class Monitor:
         self.poll = poll
         self.started = time.monotonic()
         self._phase = "starting"
+        self._phase_began = self.started
+        self._original_timeout: float | None = None
         self._original: Any = None
         self._best: Any = None
         self._last_improvement = self.started
@@ -118,7 +123,14 @@ class Monitor:
                 listener(kind, dict(fields))
 
     def phase(self, name: str) -> None:
-        self._phase = name
+        self._phase, self._phase_began = name, time.monotonic()
+
+    def checking_original(self, timeout: float | None) -> None:
+        """The original's checks run (None: with no time limit). No check is counted
+        before the engine starts, so the status says what runs, for how long, and when
+        it will be cut off: a check that hangs on the original looks like one then."""
+        self.phase("checking the original")
+        self._original_timeout = timeout
 
     def idle(self) -> None:
         """The run only waits for checks now: each `on_idle` warm-up runs, once. One that
@@ -229,6 +241,8 @@ class Monitor:
             since_improvement=now - self._last_improvement,
             improvements=self._improvements,
         )
+        if self._phase == "checking the original":
+            st.detail = self._original_detail(now)
         engine = self._engine
         if engine is not None:
             stats = engine.stats
@@ -244,6 +258,15 @@ class Monitor:
             except RuntimeError:  # a counter changed while read
                 pass
         return st
+
+    def _original_detail(self, now: float) -> str:
+        limit = self._original_timeout
+        ends = (
+            f"a check times out after {limit:g} s (--timeout to change)"
+            if limit is not None
+            else "it has no time limit (--timeout sets one)"
+        )
+        return f"the check has run for {now - self._phase_began:.0f} s; {ends}"
 
 
 class JsonLines:
@@ -297,11 +320,16 @@ class LiveStatus:
             size = f"{s.best} of {s.original} ({s.percent():.1f}%)"
         else:
             size = "measuring the input"
+        checks = (
+            s.detail
+            if s.detail
+            else f"{s.checks} done, {s.running} running, {s.cache_hits} cache hits, "
+            f"{s.invalid} invalid, {s.different_bug} different bug"
+        )
         lines = [
             f"ireereduce  {s.phase}" + (f"  strategy {s.strategy}" if s.strategy else ""),
             f"  size      {size}",
-            f"  checks    {s.checks} done, {s.running} running, {s.cache_hits} cache hits, "
-            f"{s.invalid} invalid, {s.different_bug} different bug",
+            f"  checks    {checks}",
             f"  time      last improvement {s.since_improvement:.0f} s ago, elapsed {s.elapsed:.0f} s",
         ]
         return Text("\n".join(lines), overflow="fold", no_wrap=False)

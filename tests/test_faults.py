@@ -1152,3 +1152,19 @@ def test_an_unusable_tmpdir_is_said(case: Path, kind: str):
     if kind == "a-file":
         tmpdir.unlink()
     assert_clean(case)
+
+
+def test_a_hanging_original_says_what_it_waits_for(case: Path):
+    make_script(case / "check.sh", "sleep 300")
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "1", "--heartbeat", "0.2")
+    assert proc.stderr is not None
+    while "still working" not in (line := proc.stderr.readline()):
+        assert line, "no heartbeat"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == session.EXIT_INTERRUPTED, err
+    assert "checking the original" in line and "0 running" not in line
+    assert "times out after 300 s" in line and "--timeout" in line
+    assert "was not written" in err
+    assert (case / "input.mlir").read_text() == SMALL and not (case / "input.reduced.mlir").exists()
+    assert_clean(case)

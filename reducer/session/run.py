@@ -288,7 +288,6 @@ class Run:
 
     def _check_start(self, text: str) -> Start:
         settings = self.settings
-        self.monitor.phase("checking the original")
         oracle, verdict, timeout, self.flaky_start, self.early = check_original(
             settings,
             text,
@@ -298,6 +297,7 @@ class Run:
             meanwhile=self._meanwhile,
             # A smaller result already in the output may be where the run starts instead.
             reprint_early=settings.fresh or not os.path.exists(self.output),
+            told=self.monitor.checking_original,
         )
         self.monitor.phase("triage")
         findings = Findings()

@@ -134,15 +134,17 @@ def check_original(
     executor: Executor,
     meanwhile: Callable[[Reprinted | None], object] = lambda early: None,
     reprint_early: bool = True,
+    told: Callable[[float | None], object] = lambda timeout: None,
 ) -> tuple[Oracle, Verdict, float, str | None, Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
     disagrees with itself is flaky. While they run, (if `reprint_early`, with two
     workers or more) parse the original and check its re-printed form where that check
     does not depend on these verdicts (see `Reprinted`), and call `meanwhile` with it;
-    neither happens while an oracle measures time."""
+    neither happens while an oracle measures time. `told` hears the checks' timeout."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
+    told(first.timeout)
     early: list[Reprinted] = []
 
     # --repeat's verdict is its last run's: only with the timeout fixed is it provably the same.
