@@ -1168,3 +1168,37 @@ def test_a_hanging_original_says_what_it_waits_for(case: Path):
     assert "was not written" in err
     assert (case / "input.mlir").read_text() == SMALL and not (case / "input.reduced.mlir").exists()
     assert_clean(case)
+
+
+def test_a_signal_while_the_workers_stop_waits_until_they_are_gone(case: Path, monkeypatch: pytest.MonkeyPatch):
+    """Ctrl-C again while a finished run stops its workers: they and the temp dir still
+    go, and the run ends as interrupted with its result (in-process, so the signal lands
+    exactly there)."""
+    import tempfile
+
+    from reducer.core.executor import LocalExecutor
+
+    class SignalledWhileClosing(LocalExecutor):
+        def close(self, abort: bool = False) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+            super().close(abort)
+
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    monkeypatch.chdir(case)
+    monkeypatch.setenv("TMPDIR", str(case / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(case / "tmp"))
+    settings = session.Settings(input="input.mlir", check="check.sh", jobs=2)
+    try:
+        session.reduce_file(settings, executor_factory=SignalledWhileClosing)
+    except BaseException as exc:  # a KeyboardInterrupt must not reach pytest
+        ended: BaseException | None = exc
+    else:
+        ended = None
+    assert isinstance(ended, session.Interrupted), repr(ended)
+    assert ended.result.output == "input.reduced.mlir"
+    out = (case / "input.reduced.mlir").read_text()
+    assert "math.exp" in out and "negf" not in out
+    assert (case / "input.mlir").read_text() == BIG
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert_clean(case)
