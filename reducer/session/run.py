@@ -413,7 +413,7 @@ class Run:
             settings.input,
             ws.size,
             ws.mode,
-            settings.jobs,
+            self.inner.workers,
             self.begin.timeout,
         )
         if self.primed is not None and self.primed.matches(ws):
@@ -433,7 +433,7 @@ class Run:
                 self.should_stop,
             )
         engine.stats.original = ws.size  # as reduction started
-        self.monitor.start(self.input_size, ws.size, ws.mode, settings.workers(), self.begin.timeout, ws.program.text)
+        self.monitor.start(self.input_size, ws.size, ws.mode, self.inner.workers, self.begin.timeout, ws.program.text)
         return engine
 
     def judged(self, data: bytes) -> bool:
