@@ -207,10 +207,10 @@ def _oracle_classes() -> list[type]:
     return found
 
 
-def test_every_oracle_kind_is_a_distinct_name_the_report_schema_takes():
+def test_every_oracle_kind_is_a_name_the_report_schema_takes():
     """The report's kind comes from the oracle's own declaration, and the schema bots
     validate against (both copies) takes any such name, so a new oracle is its module and
-    one row in ORACLES, with no schema edit; two oracles may not share a kind."""
+    one row in ORACLES, with no schema edit."""
     import json
     from pathlib import Path
 
@@ -225,9 +225,8 @@ def test_every_oracle_kind_is_a_distinct_name_the_report_schema_takes():
     ]
     classes = [c for c in _oracle_classes() if c is not RepeatOracle]
     assert len(classes) >= 4
-    # by name: attrs may leave a slotted class's first draft among the subclasses
-    kinds = list({f"{c.__module__}.{c.__qualname__}": c.kind for c in classes}.values())
-    assert len(set(kinds)) == len(kinds), kinds
+    kinds = {c.kind for c in classes}  # a shipped or repeated check script keeps its kind
+    assert {"check-script", "compile-failure", "numeric-mismatch", "compile-time"} <= kinds
     for kind in kinds:
         for schema in schemas:
             jsonschema.validate(kind, schema)
