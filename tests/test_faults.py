@@ -1202,3 +1202,26 @@ def test_a_signal_while_the_workers_stop_waits_until_they_are_gone(case: Path, m
     assert (case / "input.mlir").read_text() == BIG
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert_clean(case)
+
+
+def test_a_full_disk_at_the_lock_leaves_no_lock_file(case: Path, monkeypatch: pytest.MonkeyPatch):
+    """A full disk still lets the lock file be made (an inode, no data), then fails its
+    PID: the run says so in one line (exit 8) and leaves no lock file behind."""
+    import errno
+
+    from reducer.core import state
+
+    (case / "input.mlir").write_text(SMALL)
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(state.os, "pwrite", full)
+    monkeypatch.chdir(case)
+    with pytest.raises(session.UserError) as err:
+        session.reduce_file(session.Settings(input="input.mlir", check="check.sh", jobs=1))
+    assert err.value.code == session.EXIT_CANNOT_WRITE
+    assert str(err.value) == "cannot create the lock file input.reduced.mlir.lock: No space left on device"
+    assert not (case / "input.reduced.mlir.lock").exists()
+    assert_clean(case)
