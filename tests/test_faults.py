@@ -207,16 +207,64 @@ FIRST_TIME_YES = """h=$(md5sum "$1" | cut -c1-32)
 if [ -e {seen}/$h ]; then grep -q math.exp "$1"; else touch {seen}/$h; exit 0; fi"""
 
 
-def test_flaky_check_output_is_the_last_program_that_reproduces(case: Path):
+#: Right (math.exp) whenever it is asked again; asked about a program for the first time
+#: it goes wrong once it has seen n programs, and passes it: late in a run, so the run
+#: commits programs the check is right about before the ones it is wrong about.
+WRONG_LATE = """h=$(md5sum "$1" | cut -c1-32)
+if [ -e {seen}/$h ]; then grep -q math.exp "$1"; exit; fi
+touch {seen}/$h
+[ "$(ls {seen} | wc -l)" -gt {n} ] || grep -q math.exp "$1"
+"""
+
+
+def test_flaky_check_output_is_the_last_program_that_reproduces(case: Path, monkeypatch: pytest.MonkeyPatch):
+    """The final program fails its re-checks; the walk back keeps the newest committed
+    program that passes them (not the input, not an older commit)."""
+    import tempfile
+
+    import reducer
+    from reducer import progress
+
     (case / "input.mlir").write_text(BIG)
     (case / "seen").mkdir()
-    make_script(case / "check.sh", FIRST_TIME_YES.format(seen=case / "seen"))
-    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "2")
+    make_script(case / "check.sh", WRONG_LATE.format(seen=case / "seen", n=5))
+    monkeypatch.setenv("TMPDIR", str(case / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monitor, committed = progress.Monitor(), []
+    monitor.on_candidate.append(lambda candidate: committed.append(candidate.text))
+    done = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=2, monitor=monitor)
+    assert done.status == "flaky", done.result.flaky
+    assert "flip rate" in done.result.flaky and "passed 6 re-checks in a row" in done.result.flaky
+    final, earlier = committed[-1], [c for c in committed[:-1] if c != committed[-1]]
+    assert "math.exp" not in final  # what the check was wrong about
+    passing = [c for c in earlier if "math.exp" in c]
+    assert len(passing) >= 2, committed  # so an older one would be a different answer
+    assert done.text == passing[-1] != BIG
+    assert (case / "input.reduced.mlir").read_text() == passing[-1]
+    assert (case / "input.mlir").read_text() == BIG
+    assert_clean(case)
+
+
+#: Right (math.exp) except the third time it is asked about a program: the final
+#: program passes its first re-check and fails its second.
+THIRD_TIME_NO = """h=$(md5sum "$1" | cut -c1-32)
+echo >> {seen}/$h
+[ "$(wc -l < {seen}/$h)" -ne 3 ] && grep -q math.exp "$1"
+"""
+
+
+def test_a_final_program_must_pass_every_re_check_not_one(case: Path):
+    """One worker: the re-checks run, and are read, in order. The walk back fails too (each
+    committed program was checked once before), so the output is the input."""
+    (case / "seen").mkdir()
+    make_script(case / "check.sh", THIRD_TIME_NO.format(seen=case / "seen"))
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
     assert proc.returncode == session.EXIT_FLAKY, proc.stderr
     line = error_line(proc.stderr)
-    assert "the check is flaky" in line and "flip rate" in line and "re-checks" in line
-    assert "math.exp" in (case / "input.reduced.mlir").read_text()
-    assert (case / "input.mlir").read_text() == BIG
+    assert "the check is flaky" in line and "flip rate" in line
+    assert "no program the run committed passed 6 re-checks" in line
+    assert (case / "input.reduced.mlir").read_text() == SMALL
+    assert (case / "input.mlir").read_text() == SMALL
     assert_clean(case)
 
 
