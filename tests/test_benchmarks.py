@@ -4,9 +4,9 @@ and the runner records a real reduction and re-checks its output."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -109,15 +109,20 @@ def test_runner_records_a_real_reduction(tmp_path: Path) -> None:
 def test_runner_caps_a_tool_and_keeps_the_input_when_it_writes_nothing(tmp_path: Path) -> None:
     case = cases.Case("slow", "t", lambda: "", "true")
     # A sleeper that dies on SIGINT even when started from a shell's background job,
-    # which ignores SIGINT (and `sleep` would inherit that).
-    sleeper = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30)"
+    # which ignores SIGINT (and `sleep` would inherit that); it says if it woke up.
+    woke = tmp_path / "woke"
+    sleeper = (
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); time.sleep(30); "
+        f"open({str(woke)!r}, 'w').close()"
+    )
     tool = run.Tool("sleeper", lambda w, c: [sys.executable, "-c", sleeper], "never.mlir")
-    start = time.monotonic()
-    rec = run.run_one(case, tool, "func.func @f() {\n  return\n}\n", cap=1, outputs=tmp_path)
-    # Measured around the call: rec.seconds is clamped to the cap, so it cannot show a
-    # tool that ran on (this one sleeps 30 s).
-    assert time.monotonic() - start < 15
-    assert rec.capped and rec.seconds <= 1.0 and rec.note == "no output written"
+    text = "func.func @f() {\n  return\n}\n"
+    rec = run.run_one(case, tool, text, cap=1, outputs=tmp_path)
+    # What the cap did, not how long it took (rec.seconds is clamped to the cap): the
+    # tool was stopped by the cap's SIGINT, not by the SIGKILL 20 s later or its own end.
+    assert rec.capped and rec.cap == 1 and rec.exit_code == -signal.SIGINT and not woke.exists()
+    assert rec.note == "no output written" and rec.bytes == len(text) and rec.ops == 0
+    assert (tmp_path / "slow" / "sleeper.mlir").read_text() == text
 
 
 def test_numeric_check_reads_the_entry_signature() -> None:
