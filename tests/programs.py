@@ -193,22 +193,18 @@ def two_bugs(layers: int = 6, bad_layer: int = 4) -> str:
     return mlp(layers=layers, bad_layer=bad_layer) + I4_QUANT
 
 
-def const_eval_model(n: int = 2048, layers: int = 3) -> str:
-    """A small MLP plus a weight transform iree-compile folds at compile time (const-eval
-    JIT-compiles and runs an n x n matmul): compiling takes about twice as long as with
-    --iree-opt-const-eval=false."""
+def const_eval_model(n: int = 4096) -> str:
+    """A weight that is a constant expression (an n x n matmul of constants), which
+    const-eval JIT-compiles and runs while compiling, and two ops that use it."""
     t = f"tensor<{n}x{n}xf32>"
-    transform = f"""func.func @prepared(%x: {t}) -> {t} {{
+    return f"""func.func @main(%x: {t}) -> {t} {{
   %w = arith.constant dense<1.5> : {t}
-  %e = tensor.empty() : {t}
-  %z = arith.constant 0.0 : f32
-  %f = linalg.fill ins(%z : f32) outs(%e : {t}) -> {t}
-  %ww = linalg.matmul ins(%w, %w : {t}, {t}) outs(%f : {t}) -> {t}
-  %r = arith.addf %x, %ww : {t}
-  return %r : {t}
+  %ww = linalg.matmul ins(%w, %w : {t}, {t}) outs(%w : {t}) -> {t}
+  %s = arith.addf %x, %ww : {t}
+  %y = math.exp %s : {t}
+  return %y : {t}
 }}
 """
-    return mlp(layers=layers, bad_layer=None) + transform
 
 
 def powf_model() -> str:
