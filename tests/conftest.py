@@ -7,8 +7,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# CI runs the same examples every time (a property failure there is reproducible, and a
+# rare one does not turn a later unrelated change red); no per-example deadline, because
+# a loaded machine makes any deadline a timing assertion. HYPOTHESIS_PROFILE picks another.
+# Both start from Hypothesis' defaults: recent versions load their own "ci" profile when
+# any CI variable is set, and older ones (pyproject allows 6.80) have none.
+_defaults = hypothesis_settings.get_profile("default")
+hypothesis_settings.register_profile("ci", _defaults, derandomize=True, deadline=None, database=None, print_blob=True)
+hypothesis_settings.register_profile("dev", _defaults, deadline=None)
+hypothesis_settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") == "true" else "dev")
+)
 
 from reducer.core.ir import PrintOptions  # noqa: E402
 from reducer.core.strategy import MLIRProgram  # noqa: E402

@@ -126,3 +126,25 @@ def test_every_candidate_verifies_or_is_rejected_and_no_strategy_raises(text: st
                     assert result.reason != "strategy-error", (strategy.name, subset, result.detail)
                     continue
                 irutil.verify(irutil.parse(result.text, irutil.new_context()).operation)  # it really verifies
+
+
+def test_ci_draws_the_same_examples_on_every_run():
+    """Under CI=true (and no HYPOTHESIS_PROFILE) the suite loads a derandomized profile:
+    a property failure in CI is reproducible, and a rare one cannot turn a later
+    unrelated change red. Read in a fresh interpreter, as pytest would set it up."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HYPOTHESIS_PROFILE", "CI")}
+    probe = "import conftest; from hypothesis import settings; d = settings.default; print(d.derandomize, d.deadline)"
+    for ci, derandomized in (({"CI": "true"}, "True"), ({}, "False"), ({"CI": "false"}, "False")):
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=Path(__file__).parent,
+            env={**env, **ci},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.split() == [derandomized, "None"], out.stderr
