@@ -107,7 +107,8 @@ def test_a_queued_check_that_is_cancelled_never_starts(tmp_path: Path):
 
 def test_abort_leaves_no_worker_and_no_check_behind(tmp_path: Path):
     pids, woke = tmp_path / "pids", tmp_path / "woke"
-    ex = executor(tmp_path, f"echo $$ >> {pids}; sleep 60; touch {woke}", workers=2)
+    # Within the checks' 30 s timeout: waited for, they would get to the end.
+    ex = executor(tmp_path, f"echo $$ >> {pids}; sleep 20; touch {woke}", workers=2)
     workers = [w.process.pid for w in ex._pool]
     for _ in range(3):
         ex.submit(b"x")

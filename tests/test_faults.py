@@ -301,7 +301,8 @@ def test_sigterm_mid_check_leaves_no_temp_dir_or_process(case: Path):
         f'[ "$(grep -c negf "$1")" -lt 40 ] && {{ setsid sleep 300 & echo $! >> {pids}; sleep 30; touch {woke}; }}; '
         'grep -q math.exp "$1"',
     )
-    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", "--strategies", "drop-ops")
+    # A timeout past the hang: waited for, the check would get to its end.
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", "--strategies", "drop-ops", "--timeout", "120")
     wait_for(lambda: pids.exists() and pids.read_text().split())
     time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
