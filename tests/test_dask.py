@@ -369,6 +369,13 @@ class Cluster:
                 start_new_session=True,
             )
         ]
+        try:  # a cluster that fails to come up (a loaded machine) leaves no process behind
+            self._start(workers, gpu_worker)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, workers: int, gpu_worker: bool) -> None:
         deadline = time.monotonic() + 60
         while not self.file.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -391,7 +398,7 @@ class Cluster:
                         "--no-dashboard",
                         *extra,
                     ],
-                    env=env,
+                    env=self.env,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,
