@@ -240,7 +240,7 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
     "--memory-limit",
     metavar="SIZE",
     type=parse_size,
-    help='Memory each process of a check may use (e.g. 4G, 512M; 0: none); a check failing at it is "out of memory", not interesting [default: 3/4 of RAM / -j].',
+    help='Memory each process of a check may use (e.g. 4G, 512M; 0: none); a check failing at it is "out of memory", not interesting [default: none: sanitizer builds, Go and the JVM reserve more than any limit].',
 )
 @click.option(
     "--repeat",
@@ -370,7 +370,7 @@ def main(**params: Any) -> None:
 
 #: Options that are Settings fields under the same name go to the run as they are.
 _FIELDS = {f.name for f in attrs.fields(Settings)} - {"input", "text", "oracle", "verify"}
-_PATHS = {"check", "output", "report", "report_json", "stats_json", "log_file"}
+_PATHS = {"check", "output", "report", "report_json", "stats_json", "log_file", "state_dir", "no_state"}
 
 
 def _only(params: dict[str, Any], names: set[str]) -> dict[str, Any]:

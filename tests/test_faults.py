@@ -1273,3 +1273,23 @@ def test_a_full_disk_at_the_lock_leaves_no_lock_file(case: Path, monkeypatch: py
     assert str(err.value) == "cannot create the lock file input.reduced.mlir.lock: No space left on device"
     assert not (case / "input.reduced.mlir.lock").exists()
     assert_clean(case)
+
+
+def test_no_state_and_another_state_dir_pass_a_foreign_resume_directory(case: Path):
+    """The refusal of a directory the run did not make names --state-dir and --no-state
+    as the ways out: both must work from the command line, next to a user's own
+    OUTPUT.resume, which stays untouched."""
+    (case / "input.mlir").write_text(SMALL)
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    mine = case / "input.reduced.mlir.resume"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    refused = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert refused.returncode == 2 and "--no-state" in refused.stderr
+    for extra in (["--no-state"], ["--state-dir", "elsewhere"]):
+        done = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--fresh", *extra)
+        assert done.returncode == 0, done.stderr
+        assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep"
+    assert not (case / "elsewhere").exists()
+    assert_clean(case)
