@@ -269,12 +269,7 @@ class DaskExecutor(Executor):
             )
         self.workers = slots
         self.oracle = oracle
-        # The default shares this machine's memory: only for the cluster started on it.
-        if memory_limit is None:
-            from reducer.core.limits import default_memory_limit
-
-            memory_limit = default_memory_limit(slots) if scheduler is None else 0
-        self.memory_limit = memory_limit
+        self.memory_limit = memory_limit or 0  # none unless the user gives one (see LocalExecutor)
         log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")
 
     def _start_local_cluster(self, workers: int) -> None:

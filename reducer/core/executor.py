@@ -284,8 +284,9 @@ class LocalExecutor(Executor):
     forked later, and runs nothing but Python and the check's subprocess.
 
     There are fewer workers than asked for when the open-files limit allows no more
-    (`_start_pool`). Each process of a check may use `memory_limit` bytes (None: the
-    default, `default_memory_limit`; 0: no limit).
+    (`_start_pool`). Each process of a check may use `memory_limit` bytes (None or 0: no
+    limit: RLIMIT_DATA counts address space reserved and never used, so a default would
+    break sanitizer builds, Go and the JVM, and turn their failure into the bug kept).
     """
 
     memory_limit: int  # bytes each process of a check may use; 0: no limit
@@ -379,9 +380,7 @@ class LocalExecutor(Executor):
         """The workers, as many as the open-files limit allows. Its soft value is raised
         to the hard one (the soft one, often 1024, is a default for programs that use
         select(); this one polls). What one worker costs is measured on the first. The
-        default memory limit shares the machine among the workers there are."""
-        from reducer.core.limits import default_memory_limit  # (limits imports the engine, which imports this)
-
+        memory limit is the user's only."""
         limit = _raise_open_files_limit()
         before = _open_files()
         pool = [self._spawn()]
@@ -398,7 +397,7 @@ class LocalExecutor(Executor):
                     room,
                 )
                 self.workers = room
-        self.memory_limit = default_memory_limit(self.workers) if memory_limit is None else memory_limit
+        self.memory_limit = memory_limit or 0
         if self.memory_limit:
             log.info("each process of a check may use %s (--memory-limit)", format_size(self.memory_limit))
         return pool + [self._spawn() for _ in range(self.workers - 1)]

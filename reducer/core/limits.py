@@ -4,7 +4,6 @@ program so far (its `should_stop` hook), without knowing what the limits are. An
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -31,25 +30,9 @@ class Limits:
         return None
 
 
-#: The share of this machine's memory the checks running at once may use between them by
-#: default; the rest is the main process's and the system's.
-MEMORY_SHARE = 0.75
 #: Below this a check's shell or interpreter cannot even start (`--memory-limit 100` meant 100M).
 MIN_MEMORY_LIMIT = 16 << 20
-#: The default's floor: a small machine with many workers still runs its compilers.
-MIN_DEFAULT_MEMORY = 256 << 20
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-def default_memory_limit(workers: int) -> int:
-    """Bytes each process of a check may use unless --memory-limit says otherwise: so
-    that `workers` checks at their limit leave a quarter of the memory, but at least
-    MIN_DEFAULT_MEMORY; 0 (no limit) where the machine's memory cannot be read."""
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return 0
-    return max(MIN_DEFAULT_MEMORY, int(MEMORY_SHARE * ram / max(1, workers))) if ram > 0 else 0
 
 
 def parse_size(text: str) -> int:
