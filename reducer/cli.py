@@ -357,6 +357,8 @@ def main(**params: Any) -> None:
         if not params["output"]:
             _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
         try:
+            if sys.stdin is None:
+                _fail(session.EXIT_BAD_INPUT, "the input is stdin (-), and stdin is closed")
             source = session.decode_input(sys.stdin.buffer.read(), "-")
         except UserError as exc:
             _fail(exc.code, str(exc))

@@ -1293,3 +1293,40 @@ def test_no_state_and_another_state_dir_pass_a_foreign_resume_directory(case: Pa
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep"
     assert not (case / "elsewhere").exists()
     assert_clean(case)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["--memory-limit", "9223372036854775807"], 2, "more memory than a process can be given"),
+        (["--memory-limit", "99999999T"], 2, "more memory than a process can be given"),
+        (["--compile", "iree-compile {input} -o /dev/null", "--expect-error", "no such (error"], 2, "--expect-error"),
+    ],
+    ids=["memory-limit-c-long", "memory-limit-terabytes", "expect-error-regex"],
+)
+def test_values_that_cannot_be_used_are_one_line_not_an_internal_error(
+    case: Path, args: list[str], code: int, said: str
+):
+    """Found by the independent hostile run: each of these ended in 'internal error'."""
+    (case / "input.mlir").write_text(SMALL)
+    run = cli(case, "input.mlir", *args, "-j", "1")
+    assert run.returncode == code, run.stderr
+    assert said in run.stderr and "internal error" not in run.stderr and "Traceback" not in run.stderr
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+def test_a_closed_stdin_as_the_input_is_one_line(case: Path):
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    run = subprocess.run(
+        f"exec {sys.executable} -m reducer.cli - --check check.sh -o out.mlir <&-",
+        shell=True,
+        cwd=case,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(case),
+        timeout=120,
+    )
+    assert run.returncode == 3, run.stderr
+    assert run.stderr.strip() == "ireereduce: error: the input is stdin (-), and stdin is closed"
+    assert_clean(case)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import re
 import shlex
 import shutil
 from collections.abc import Callable, Sequence
@@ -178,6 +179,12 @@ def _compile(settings: Settings, basename: str, timeout: float) -> Oracle:
     command, against, _ = _commands(settings)
     if against is not None:
         raise UserError(EXIT_USAGE, "--against goes with --mismatch or --slower-than-factor")
+    try:
+        re.compile(settings.expect_error or "")
+    except re.error as exc:
+        raise UserError(
+            EXIT_USAGE, f"--expect-error {settings.expect_error!r} is not a regular expression: {exc}"
+        ) from None
     return CompileOracle(
         command,
         basename,
