@@ -372,7 +372,7 @@ def main(**params: Any) -> None:
 
 #: Options that are Settings fields under the same name go to the run as they are.
 _FIELDS = {f.name for f in attrs.fields(Settings)} - {"input", "text", "oracle", "verify"}
-_PATHS = {"check", "output", "report", "report_json", "stats_json", "log_file", "state_dir", "no_state"}
+_PATHS = {"check", "output", "report", "report_json", "stats_json", "log_file", "state_dir", "no_state", "test_args"}
 
 
 def _only(params: dict[str, Any], names: set[str]) -> dict[str, Any]:

@@ -1330,3 +1330,28 @@ def test_a_closed_stdin_as_the_input_is_one_line(case: Path):
     assert run.returncode == 3, run.stderr
     assert run.stderr.strip() == "ireereduce: error: the input is stdin (-), and stdin is closed"
     assert_clean(case)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ["--test-arg", "pat.txt", "-o", "pat.txt"],
+        ["-c", "./check.sh pat.txt", "-o", "pat.txt"],
+        ["-c", "./check.sh pat.txt", "-o", "check.sh"],
+    ],
+    ids=["test-arg", "in-check-string", "script-of-check-string"],
+)
+def test_files_the_check_is_given_are_never_the_output(case: Path, how: list[str]):
+    """Found by the independent hostile run: a file passed to the check as an argument
+    (or the script of `-c "./check.sh ARG"`) was overwritten by -o, and the run exited 0
+    only because the check's own pattern file had become the reduced program."""
+    (case / "input.mlir").write_text(SMALL)
+    (case / "pat.txt").write_text("math\\.exp\n")
+    make_script(case / "check.sh", 'grep -q -f "$2" "$1"')
+    script = (case / "check.sh").read_text()
+    args = how if how[0] == "-c" else ["--check", "./check.sh", *how]
+    run = cli(case, "input.mlir", *args, "-j", "1")
+    assert run.returncode == 2, run.stderr
+    assert "ireereduce never overwrites it" in run.stderr
+    assert (case / "pat.txt").read_text() == "math\\.exp\n" and (case / "check.sh").read_text() == script
+    assert_clean(case)

@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import re
+import shlex
 import shutil
 import stat
 import sys
@@ -216,9 +217,13 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     ]
     protected = {os.path.realpath(settings.input): f"the input {settings.input}"}
     if settings.check is not None:
-        for used in shipped_files(settings.check):
+        script, args = script_and_args(settings.check)
+        for used in shipped_files(script):
             protected.setdefault(os.path.realpath(used), f"{used}, which the check script uses")
-        protected[os.path.realpath(settings.check)] = f"the check script {settings.check}"
+        for arg in (*args, *settings.test_args):  # `-c "./check.sh pat.txt"`, --test-arg pat.txt
+            if os.path.isfile(arg):
+                protected.setdefault(os.path.realpath(arg), f"{arg}, which the check is given")
+        protected[os.path.realpath(script)] = f"the check script {script}"
     seen: dict[str, str] = {}
     for flag, path in named:
         if path is None:
@@ -270,6 +275,20 @@ def _check_writable(flag: str, path: str, target: Target, output_file: bool) -> 
         ) from None
     if os.path.exists(target.path) and not os.access(target.path, os.W_OK):
         raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: it is read-only")
+
+
+def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
+    """`-c "./check.sh math.exp"`: a check given with its arguments, as Shrink Ray takes it.
+    Split only when the whole string names no file and its first word does."""
+    if os.path.exists(check):
+        return check, ()
+    try:
+        words = shlex.split(check)
+    except ValueError:
+        return check, ()
+    if len(words) > 1 and os.path.isfile(words[0]):
+        return words[0], tuple(words[1:])
+    return check, ()
 
 
 def shipped_files(script: str) -> list[str]:

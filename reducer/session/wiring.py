@@ -24,7 +24,7 @@ from reducer.core.executor import Executor, LocalExecutor
 from reducer.core.oracle import Oracle, ScriptOracle
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
-from reducer.session.files import check_script
+from reducer.session.files import check_script, script_and_args
 from reducer.session.finish import FINAL_CONFIRM
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_EXECUTOR, EXIT_USAGE, Settings, UserError
 
@@ -89,20 +89,6 @@ class OracleKind:
 
 def _timing(settings: Settings) -> bool:
     return settings.slower_than is not None or settings.slower_than_factor is not None
-
-
-def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
-    """`-c "./check.sh math.exp"`: a check given with its arguments, as Shrink Ray takes it.
-    Split only when the whole string names no file and its first word does."""
-    if os.path.exists(check):
-        return check, ()
-    try:
-        words = shlex.split(check)
-    except ValueError:
-        return check, ()
-    if len(words) > 1 and os.path.isfile(words[0]):
-        return words[0], tuple(words[1:])
-    return check, ()
 
 
 def _script(settings: Settings, basename: str, timeout: float) -> Oracle:
