@@ -231,3 +231,28 @@ def test_a_rerun_reads_an_iree_start_before_importing_the_iree_room(tmp_path: Pa
     out = subprocess.run([sys.executable, "-c", code, json.dumps(FP)], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [type(ORACLES[kind]).__name__, "crash"]
+
+
+def test_a_journal_reads_only_verdicts_it_wrote_and_never_through_a_link(tmp_path):
+    """Found by the independent hostile run: a planted `"i": "yes"` was trusted as a
+    verdict (the walk back then put the original over a smaller result), and a
+    verdicts.jsonl linked to a user's file had the journal appended to that file."""
+    import errno
+
+    from reducer.core.cache import VerdictJournal
+
+    good = '{"k":"00","i":false,"o":"","t":false}\n'
+    path = tmp_path / "verdicts.jsonl"
+    path.write_text(good + '{"k":"01","i":"yes","o":"","t":false}\n' + '{"k":"02","i":true,"o":"","t":false}\n')
+    journal = VerdictJournal(str(path))
+    journal.close()
+    assert list(journal.verdicts) == [bytes.fromhex("00")]  # read up to the first it did not write
+    assert path.read_text() == good
+    diary = tmp_path / "diary.txt"
+    diary.write_text("my own words\n")
+    linked = tmp_path / "linked.jsonl"
+    linked.symlink_to(diary)
+    with pytest.raises(OSError) as err:
+        VerdictJournal(str(linked))
+    assert err.value.errno == errno.ELOOP
+    assert diary.read_text() == "my own words\n"

@@ -54,24 +54,28 @@ class VerdictJournal:
         self.verdicts: dict[bytes, Verdict] = {}
         self.rechecks: list[tuple[bytes, bool]] = []
         good = 0
-        if os.path.exists(path):
-            with open(path, "rb") as f:
+        if os.path.lexists(path):
+            # never through a link planted in the state directory: that file is not ours
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
                 data = f.read()
             for line in data.splitlines(keepends=True):
                 try:
                     if not line.endswith(b"\n"):
                         raise ValueError("torn")
                     rec = json.loads(line)
+                    # only what record() writes: a verdict of another type is not ours to trust
+                    if not isinstance(rec["i"], bool) or not isinstance(rec.get("t", False), bool):
+                        raise TypeError("not a verdict")
                     if "k" in rec:
                         self.verdicts[bytes.fromhex(rec["k"])] = _verdict(
-                            rec["i"], rec.get("o", ""), rec.get("t", False)
+                            rec["i"], str(rec.get("o", "")), rec.get("t", False)
                         )
                     else:
-                        self.rechecks.append((bytes.fromhex(rec["r"]), bool(rec["i"])))
+                        self.rechecks.append((bytes.fromhex(rec["r"]), rec["i"]))
                 except (ValueError, KeyError, TypeError):
                     break
                 good += len(line)
-        self._file = open(path, "ab")
+        self._file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666), "ab")
         self._file.truncate(good)
         self._lock = threading.Lock()
 
