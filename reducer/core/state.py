@@ -12,6 +12,13 @@ only once the fingerprint in run.json matches. A run uses a directory it makes, 
 it is given empty, and marks it as its own (MARKER); it removes only the files it names
 there, and the directory only if it made it. A directory holding anything else is
 refused (`RunState.refusal`): what the user keeps there is never touched.
+
+The marker proves little by itself: anyone who can write the directory can write one.
+So it is made with O_EXCL by the run, must be a regular file of this user (no other user
+can plant one), and names the output the run writes: a directory copied or planted next
+to another output is refused unread. What the start names to run is never trusted either:
+a resumed run builds its oracle from its own command line and compares the two
+(reducer/session/start.py).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import json
 import logging
 import os
 import re
+import stat
 from typing import Any
 
 from reducer.core import codec
@@ -144,8 +152,10 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> str:
 MARKER = "ireereduce-state"
 MAGIC = "ireereduce state directory"
 #: Its second line: whether the run made the directory (then it removes it at the end)
-#: or was given it empty (then it leaves it, empty).
+#: or was given it empty (then it leaves it, empty). Its third: OUTPUT and the output's
+#: absolute path as a JSON string, the output the directory belongs to.
 MADE, GIVEN = "made", "given"
+OUTPUT = "output "
 #: run.json's format: 2 is JSON (1, a pickled start, is not read).
 FORMAT = 2
 _RUN, _START, _JOURNAL = "run.json", "start.json", "verdicts.jsonl"
@@ -162,11 +172,20 @@ class NotOurs(OSError):
         super().__init__(errno.EEXIST, "it holds files ireereduce did not write", path)
 
 
-class RunState:
-    """One run's state directory."""
+def _owner(output: str) -> str:
+    """The output's absolute path, its directory's links resolved (not its own: the
+    output may be a link the run writes through)."""
+    absolute = os.path.abspath(output)
+    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
 
-    def __init__(self, path: str) -> None:
+
+class RunState:
+    """One run's state directory; `output`: the output it belongs to (None: any, for
+    callers that keep state of their own, such as tests)."""
+
+    def __init__(self, path: str, output: str | None = None) -> None:
         self.path = path
+        self.owner = None if output is None else _owner(output)
         self.journal: VerdictJournal | None = None
         self._told = False  # that files someone else put here stay
 
@@ -174,15 +193,34 @@ class RunState:
         return os.path.join(self.path, name)
 
     def _mark(self) -> str | None:
-        """The marker's second line (MADE or GIVEN) if the directory is a run's own."""
+        """The marker's second line (MADE or GIVEN) if the directory is this run's own."""
+        return self._marker()[0]
+
+    def _marker(self) -> tuple[str | None, str]:
+        """(MADE or GIVEN, "") if the directory is this run's own; else (None, why not)."""
         try:
-            with open(self._file(MARKER), "rb") as f:
-                lines = f.read(256).decode(errors="replace").splitlines()
+            fd = os.open(self._file(MARKER), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            return None, f"its {MARKER} is a link" if exc.errno == errno.ELOOP else f"no {MARKER} file in it"
+        try:
+            st = os.fstat(fd)
+            mine = stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+            lines = os.read(fd, 1 << 16).decode(errors="replace").splitlines() if mine else []
         except OSError:
-            return None
-        if len(lines) < 2 or lines[0] != MAGIC:
-            return None
-        return MADE if lines[1] == MADE else GIVEN
+            mine, lines = False, []
+        finally:
+            os.close(fd)
+        if not mine:
+            return None, f"its {MARKER} is not a file of this user"
+        if len(lines) < 3 or lines[0] != MAGIC or lines[1] not in (MADE, GIVEN) or not lines[2].startswith(OUTPUT):
+            return None, f"its {MARKER} file is not one ireereduce writes"
+        try:
+            output = json.loads(lines[2][len(OUTPUT) :])
+        except ValueError:
+            return None, f"its {MARKER} file is not one ireereduce writes"
+        if self.owner is not None and output != self.owner:
+            return None, f"it was made by a run for another output, {output!r}"
+        return lines[1], ""
 
     def refusal(self) -> str | None:
         """Why the run may not use the directory, in one line for the user; None when it may:
@@ -199,10 +237,11 @@ class RunState:
             entries = os.listdir(path)
         except OSError as exc:
             return f"cannot read the state directory {path}: {exc.strerror} (--state-dir elsewhere, or --no-state)"
-        if not entries or self._mark() is not None:
+        how, why = self._marker()
+        if not entries or how is not None:
             return None
         return (
-            f"the state directory {path} holds files ireereduce did not write (no {MARKER} file in it); a run removes "
+            f"the state directory {path} holds files ireereduce did not write ({why}); a run removes "
             "only a directory it made: give --state-dir a new or empty directory, or --no-state"
         )
 
@@ -260,7 +299,7 @@ class RunState:
         always has its start. Raises NotOurs (an OSError) for a directory of someone else's."""
         self._clear()
         if not os.path.lexists(self.path):
-            os.mkdir(self.path)
+            os.mkdir(self.path, 0o700)  # the run's alone: no one else puts a start in it
             self._write_marker(MADE)
         elif self._mark() is None:
             if os.listdir(self.path):
@@ -275,8 +314,9 @@ class RunState:
         self._write_json(_RUN, {"format": FORMAT, "fingerprint": fp})
 
     def _write_marker(self, how: str) -> None:
+        """O_EXCL: never through a file or link already there."""
         with open(self._file(MARKER), "x") as f:
-            f.write(f"{MAGIC}\n{how}\n")
+            f.write(f"{MAGIC}\n{how}\n{OUTPUT}{json.dumps(self.owner)}\n")
 
     def _write_json(self, name: str, data: Any) -> None:
         with open(self._file(name + ".tmp"), "w") as f:

@@ -239,7 +239,7 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         seen[real] = flag
         _check_writable(flag, path, target, output_file=path == output)
     # Never a directory the run did not make or was not given empty: it removes it at the end.
-    refused = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output)).refusal()
+    refused = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output), output).refusal()
     if refused is not None:
         raise UserError(EXIT_USAGE, refused)
 

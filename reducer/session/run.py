@@ -271,7 +271,7 @@ class Run:
         if text.startswith(BOM):
             text = text[len(BOM) :]
             self.notes.append("removed the UTF-8 byte-order mark from the input")
-        self.resume = open_state(self.settings, self.raw, self.output)
+        self.resume = open_state(self.settings, self.raw, self.output, self._basename())
         if self.resume.start is not None:
             self.begin = self.resume.start
             self.notes.extend(self.begin.findings.notes)

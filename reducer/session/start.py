@@ -17,6 +17,7 @@ from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, RepeatOracle, Verdict
 from reducer.core.state import RunState, differences, fingerprint
 from reducer.core.workspace import MLIRWorkspace, Size, TextWorkspace, Workspace
+from reducer.session import triage
 from reducer.session.checks import check_repeatedly
 from reducer.session.files import default_state_dir, user_error
 from reducer.session.guard import Guard
@@ -69,10 +70,10 @@ class Resume:
     start: Start | None  # the recorded start, when this run continues a killed one
 
 
-def open_state(settings: Settings, raw: str, output: str) -> Resume:
+def open_state(settings: Settings, raw: str, output: str, basename: str = "input.mlir") -> Resume:
     """The run's state directory: a recorded start to continue from, or a clean slate
     (--fresh, or a record that was killed before its start was written)."""
-    state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output))
+    state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output), output)
     fp = fingerprint(settings, raw.encode())
     recorded = state.load(fp) if state is not None else None
     if state is not None and recorded is not None:
@@ -86,10 +87,28 @@ def open_state(settings: Settings, raw: str, output: str) -> Resume:
                 "to start over",
             )
         else:
+            if recorded[1] is not None:
+                _same_oracle(state, recorded[1], settings, basename)
             return Resume(state, fp, recorded[1])
     elif state is not None and state.exists():
         state.remove()  # killed before the start was recorded: nothing to continue
     return Resume(state, fp, None)
+
+
+def _same_oracle(state: RunState, start: Start, settings: Settings, basename: str) -> None:
+    """The recorded start's oracle must be the one this command line builds (calibrated
+    and triaged): a start.json edited or planted to name another check is refused, and
+    nothing it names runs."""
+    built = make_oracle(settings, basename, start.timeout)
+    recorded = [start.oracle] + ([start.findings.dispatch.oracle] if start.findings.dispatch is not None else [])
+    for oracle in recorded:
+        why = triage.differs(oracle, built)
+        if why is not None:
+            raise UserError(
+                EXIT_STATE_MISMATCH,
+                f"{state.path} holds an interrupted run whose check is not this command's ({why}); "
+                "nothing it names is run: add --fresh to start over",
+            )
 
 
 def _cannot_write(state: RunState, exc: OSError) -> UserError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any, cast
 
 import attrs
 
@@ -124,3 +125,72 @@ def repeated(oracle: Oracle, times: int) -> Oracle:
 def reduces_flags(settings: Settings, oracle: Oracle | None) -> bool:
     """Whether `after` will check programs of its own for the flags."""
     return settings.reduce_flags and oracle is not None and bool(oracle.commands)
+
+
+#: What calibration and the timeout set in an oracle: data, not what it runs.
+_CALIBRATED = ("timeout", "expected")
+
+
+def _triage_flags() -> set[str]:
+    """The flags `before` adds to a compile command (phases.limit, start_from_dump,
+    dispatch.isolate): a recorded command may carry these, and only these, beyond the user's."""
+    from reducer.iree.phases import PHASES
+
+    return {"--compile-mode=hal-executable"} | {f"--compile-{w}={p}" for w in ("to", "from") for p in PHASES}
+
+
+def untriaged(oracle: Oracle) -> Oracle | str:
+    """The oracle as `wiring.make_oracle` builds it, before the original calibrated it and
+    the triage added flags to its commands; else (a str) what in it neither does."""
+    from reducer.iree.oracles.command import Command
+
+    cls: Any = type(oracle)  # every oracle is an attrs class; the abstract base cannot say so
+    if not attrs.has(cls):
+        return oracle
+    changes: dict[str, object] = {}
+    for field in attrs.fields(cls):
+        value = getattr(oracle, field.name)
+        if not field.init:
+            continue
+        if field.name in _CALIBRATED:
+            changes[field.alias] = None
+        elif isinstance(value, Command):
+            added = [flag for flag in value.extra if flag not in _triage_flags()]
+            if added:
+                return f"its {field.name} command carries {' '.join(added)}, which no triage step adds"
+            changes[field.alias] = attrs.evolve(value, extra=())
+        elif isinstance(value, Oracle):
+            inner = untriaged(value)
+            if isinstance(inner, str):
+                return inner
+            changes[field.alias] = inner
+    return cast(Oracle, attrs.evolve(cast(Any, oracle), **changes))
+
+
+def differs(recorded: Oracle, built: Oracle) -> str | None:
+    """What makes a recorded oracle another than the one this command builds, in the
+    user's words; None when it is the same one, calibrated and triaged."""
+    was, now = untriaged(recorded), untriaged(built)
+    if isinstance(was, str) or isinstance(now, str):
+        return was if isinstance(was, str) else str(now)
+    if was == now:
+        return None
+    cls: Any = type(was)
+    if cls is not type(now) or not attrs.has(cls):
+        return f"its check is {_kind(was)}, this command's {_kind(now)}"
+    for field in attrs.fields(cls):
+        a, b = getattr(was, field.name), getattr(now, field.name)
+        if a != b:
+            return f"its {field.name} is {_show(a)}, this command's {_show(b)}"
+    return "its check is another"  # pragma: no cover - attrs equality is by the fields
+
+
+def _kind(oracle: Oracle) -> str:
+    return f"a {getattr(oracle, 'kind', type(oracle).__name__)} oracle"
+
+
+def _show(value: object) -> str:
+    from reducer.iree.oracles.command import Command
+
+    shown = repr(value.shell() if isinstance(value, Command) else value)
+    return shown if len(shown) <= 120 else shown[:117] + "..."

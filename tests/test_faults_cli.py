@@ -1,0 +1,143 @@
+"""Found by the hostile run: a state directory that names what to run, and command lines
+that were accepted, ignored or answered with a block of text. Each test asserts the exit
+code, the one error line, and that nothing ran and nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import test_faults
+from conftest import make_script
+from test_faults import _killed_run, _tree, assert_clean, cli, error_line
+
+from reducer import session
+from reducer.core.oracle import ScriptOracle
+from reducer.iree.oracles import CompileOracle
+from reducer.iree.oracles.command import Command
+from reducer.iree.signature import Signature
+from reducer.session import triage
+
+case = test_faults.case  # the fixture: a directory with input.mlir, and TMPDIR in it
+
+# -- the state directory names what runs ------------------------------------------------
+
+
+def _forge(state: Path, field: str, value: object) -> None:
+    """Edit the recorded start's oracle, as someone who can write the directory would."""
+    start = json.loads((state / "start.json").read_text())
+    start["$fields"]["oracle"]["$fields"][field] = value
+    (state / "start.json").write_text(json.dumps(start))
+
+
+@pytest.mark.parametrize("field", ["script", "args"])
+def test_a_start_naming_another_check_is_refused_and_never_run(case: Path, field: str):
+    state = _killed_run(case)
+    evil = make_script(case / "evil.sh", f"touch {case}/PWNED; exit 0")
+    # Either the script itself, or arguments the real one never got (a forged `-c` string).
+    _forge(state, field, str(evil) if field == "script" else {"$tuple": [str(evil)]})
+    best = (case / "input.reduced.mlir").read_bytes()
+    again = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert again.returncode == session.EXIT_STATE_MISMATCH, again.stderr
+    line = error_line(again.stderr)
+    assert "input.reduced.mlir.resume" in line and f"its {field} is" in line and "evil.sh" in line, line
+    assert "--fresh" in line
+    assert not (case / "PWNED").exists()
+    assert (case / "input.reduced.mlir").read_bytes() == best
+    assert (state / "run.json").is_file()  # the record is the user's to keep or start over from
+    assert_clean(case)
+    fresh = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--fresh")
+    assert fresh.returncode == 0, fresh.stderr
+    assert not (case / "PWNED").exists() and not state.exists()
+    assert_clean(case)
+
+
+def test_a_recorded_compile_command_may_differ_only_by_what_triage_adds():
+    """Calibration (the signature, the timeout) and the triage flags (--compile-to, ...)
+    are the run's own; a flag none of them adds is not: iree-compile's linker path flags
+    name a program it runs."""
+    command = Command(("iree-compile", "{input}", "-o", "/dev/null"))
+    built = CompileOracle(command, "input.mlir", 300.0, None, False, False)
+    crash = Signature("crash", 6, ("error",), ("f",), "assert", "Pass")
+    triaged = CompileOracle(
+        command.plus("--compile-mode=hal-executable", "--compile-to=flow"),
+        "input.mlir",
+        12.0,
+        None,
+        False,
+        False,
+        crash,
+    )
+    assert triage.differs(triaged, built) is None
+    forged = triaged.with_command(command.plus("--iree-llvmcpu-embedded-linker-path=/tmp/evil"))
+    assert "--iree-llvmcpu-embedded-linker-path=/tmp/evil, which no triage step adds" in (
+        triage.differs(forged, built) or ""
+    )
+    other = CompileOracle(Command(("sh", "-c", "evil {input}")), "input.mlir", 12.0, None, False, False, crash)
+    assert "its command is \"sh -c 'evil {input}'\"" in (triage.differs(other, built) or "")
+    script = ScriptOracle("/abs/check.sh", "input.mlir", 1.0)
+    assert "its check is a check-script oracle, this command's a compile-failure oracle" in (
+        triage.differs(script, built) or ""
+    )
+
+
+def _sweep(case: Path) -> None:
+    """What the killed run could not remove (its temp dir, its lock file): a rerun that
+    starts sweeps them, one refused before it starts does not."""
+    for left in (case / "tmp").iterdir():
+        shutil.rmtree(left)
+    for lock in case.glob("*.lock"):
+        lock.unlink()
+
+
+def _rewrite_marker(state: Path, lines: list[str]) -> None:
+    (state / "ireereduce-state").write_text("".join(f"{line}\n" for line in lines))
+
+
+@pytest.mark.parametrize("how", ["copied", "marker-without-output", "linked-marker", "planted-by-another-user"])
+def test_a_planted_state_with_a_marker_is_refused_unread(case: Path, how: str):
+    """A marker proves only that someone who can write the directory wrote it: the run's
+    own names its output, is a file of this user, and is not a link; anything else is
+    refused before anything in the directory is read."""
+    state = _killed_run(case)
+    _sweep(case)
+    target = case / "input.reduced.mlir.resume"
+    args = ["input.mlir", "--check", "check.sh", "-j", "1"]
+    if how == "copied":  # another output's state, next to this one
+        target = case / "other.mlir.resume"
+        shutil.copytree(state, target)
+        args += ["-o", "other.mlir"]
+        words = "it was made by a run for another output"
+    elif how == "marker-without-output":  # what a forger writes from the docs
+        _rewrite_marker(state, ["ireereduce state directory", "made"])
+        words = "its ireereduce-state file is not one ireereduce writes"
+    elif how == "linked-marker":
+        (case / "elsewhere").write_bytes((state / "ireereduce-state").read_bytes())
+        (state / "ireereduce-state").unlink()
+        (state / "ireereduce-state").symlink_to(case / "elsewhere")
+        words = "its ireereduce-state is a link"
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("needs root to make a file of another user")
+        os.chown(state / "ireereduce-state", 65534, 65534)
+        words = "its ireereduce-state is not a file of this user"
+    _forge(target, "script", str(make_script(case / "evil.sh", f"touch {case}/PWNED; exit 0")))
+    before = _tree(case)
+    proc = cli(case, *args)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert f"the state directory {target.name} holds files ireereduce did not write ({words}" in line, line
+    assert not (case / "PWNED").exists()
+    assert _tree(case) == before
+    assert_clean(case)
+
+
+def test_a_state_made_by_a_run_is_private_to_its_user(case: Path):
+    state = _killed_run(case)
+    assert state.stat().st_mode & 0o777 == 0o700
+    assert (state / "ireereduce-state").read_text().splitlines()[2] == "output " + json.dumps(
+        str(case.resolve() / "input.reduced.mlir")
+    )
