@@ -284,8 +284,8 @@ def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
         return check, ()
     try:
         words = shlex.split(check)
-    except ValueError:
-        return check, ()
+    except ValueError as exc:  # `-c './check.sh "x'`: a quote not closed, not a file's name
+        raise UserError(EXIT_USAGE, f"--check: cannot split {check!r} into a script and its arguments: {exc}") from None
     if len(words) > 1 and os.path.isfile(words[0]):
         return words[0], tuple(words[1:])
     return check, ()

@@ -85,6 +85,10 @@ class OracleKind:
     chosen: Callable[[Settings], bool]
     build: Callable[[Settings, str, float], Oracle]
     flags: tuple[tuple[str, str], ...] = ()  # (option, Settings field)
+    option: str | None = None  # the option that asks for it, as the user is told [default: usage's first word]
+
+    def named(self) -> str:
+        return self.option or self.usage.split()[0]
 
 
 def _timing(settings: Settings) -> bool:
@@ -101,15 +105,17 @@ def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
     from reducer.iree.oracles import parse_command
     from reducer.iree.oracles.command import Command, CommandError
 
+    flag = "--compile"
     try:
         command = parse_command(settings.compile or "", needs_output=settings.mismatch)
+        flag = "--against"
         against = parse_command(settings.against, needs_output=settings.mismatch) if settings.against else None
     except CommandError as exc:
-        raise UserError(EXIT_USAGE, str(exc)) from None
+        raise UserError(EXIT_USAGE, f"{flag}: {exc}") from None
     try:
         runner = Command(tuple(shlex.split(settings.runner)))
     except ValueError as exc:
-        raise UserError(EXIT_USAGE, f"cannot split the command: {exc}") from None
+        raise UserError(EXIT_USAGE, f"--run: cannot split the command {settings.runner!r}: {exc}") from None
     tool = command.render()[0]
     if shutil.which(tool) is None and not os.access(tool, os.X_OK):
         raise UserError(
@@ -188,18 +194,27 @@ ORACLES: dict[str, OracleKind] = {
         "--check SCRIPT                     SCRIPT exits 0 while the bug is still there",
         lambda s: s.check is not None,
         _script,
+        (("--test-arg", "test_args"),),
     ),
     "mismatch": OracleKind(
         "--mismatch --compile A --against B two compiled modules give different outputs",
         lambda s: s.mismatch,
         _mismatch,
-        (("--mismatch", "mismatch"), ("--against", "against")),
+        (
+            ("--mismatch", "mismatch"),
+            ("--against", "against"),
+            ("--rtol", "rtol"),
+            ("--atol", "atol"),
+            ("--function", "function"),
+            ("--run", "runner"),
+        ),
     ),
     "slower": OracleKind(
         "--compile CMD --slower-than S      compiling takes longer than S seconds",
         _timing,
         _slow,
         (("--slower-than", "slower_than"), ("--slower-than-factor", "slower_than_factor"), ("--against", "against")),
+        "--slower-than",
     ),
     "compile": OracleKind(
         "--compile CMD                      CMD fails the way it fails on INPUT ({input} = candidate)",
@@ -218,13 +233,24 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
         return settings.oracle.with_timeout(timeout)
     if (settings.check is None) == (settings.compile is None):
         raise UserError(EXIT_USAGE, "give exactly one of --check SCRIPT or --compile COMMAND")
-    if settings.check is not None:
-        compile_only = dict(flag for kind in ORACLES.values() for flag in kind.flags)
-        for flag, field in compile_only.items():
-            if getattr(settings, field):
-                raise UserError(EXIT_USAGE, f"{flag} goes with --compile, not with --check")
     kind = next(kind for kind in ORACLES.values() if kind.chosen(settings))
-    return kind.build(settings, basename, timeout)
+    oracle = kind.build(settings, basename, timeout)  # its own errors first: they say more
+    refuse_other_flags(settings, kind)
+    return oracle
+
+
+def refuse_other_flags(settings: Settings, kind: OracleKind) -> None:
+    """An option of another oracle (ORACLES' flags) would be ignored without a word: refused."""
+    takes = {field for _, field in kind.flags}
+    defaults = {f.name: f.default for f in attrs.fields(Settings)}
+    for flag, field in dict(flag for other in ORACLES.values() for flag in other.flags).items():
+        value, default = getattr(settings, field), defaults[field]
+        if field in takes or value == default or not (value or default):
+            continue
+        # An option that asks for an oracle itself (--mismatch) goes with the command it judges.
+        names = (k.named() for k in ORACLES.values() if field in {f for _, f in k.flags})
+        owners = dict.fromkeys(ORACLES["compile"].named() if flag.startswith(n) else n for n in names)
+        raise UserError(EXIT_USAGE, f"{flag} goes with {' or '.join(owners)}, not with {kind.named()}")
 
 
 # -- Executors -------------------------------------------------------------------------
