@@ -17,7 +17,7 @@ import attrs
 import click
 import multiprocessing_logging
 
-from reducer import api, progress, session
+from reducer import api, options, progress, session
 from reducer.core.limits import parse_size
 from reducer.session import EXECUTORS, EXIT_CODES, ORACLES, Result, Settings, UserError
 
@@ -69,24 +69,6 @@ def _list_strategies(ctx: click.Context, _param: click.Parameter, value: bool) -
     ctx.exit(0)
 
 
-def _resources(value: str | None) -> dict[str, float]:
-    """GPU=1,MEMORY=8e9 -> {"GPU": 1.0, "MEMORY": 8e9}: Dask's worker resources."""
-    found: dict[str, float] = {}
-    for item in _names(value) or []:
-        name, _, amount = item.partition("=")
-        try:
-            found[name.strip()] = float(amount) if amount else 1.0
-        except ValueError:
-            raise click.BadParameter(f"{item!r}: give NAME=NUMBER, e.g. GPU=1", param_hint="--resources") from None
-        if not name.strip() or not found[name.strip()] > 0:
-            raise click.BadParameter(f"{item!r}: give NAME=NUMBER with a positive number", param_hint="--resources")
-    return found
-
-
-def _names(value: str | None) -> list[str] | None:
-    return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
-
-
 def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if not value or ctx.resilient_parsing:
         return
@@ -96,7 +78,9 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
     ctx.exit(0)
 
 
-@click.command(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(
+    cls=options.Command, help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(package_name="ireereduce", prog_name="ireereduce")
 @click.argument("input_file", metavar="INPUT", type=click.Path(dir_okay=True, allow_dash=True))
 @click.option(
@@ -210,13 +194,13 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option(
     "--resources",
     metavar="NAME=N,...",
-    callback=lambda _c, _p, v: _resources(v),
+    callback=lambda _c, _p, v: options.resources(v),
     help="With --executor dask: worker resources each check holds, e.g. GPU=1.",
 )
 @click.option(
     "--check-files",
     metavar="FILE,...",
-    callback=lambda _c, _p, v: _names(v) or (),
+    callback=lambda _c, _p, v: options.names(v) or (),
     help="With --executor dask: files the check script needs, shipped with it to the workers.",
 )
 @click.option(
@@ -228,8 +212,8 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option(
     "--jobs",
     "-j",
-    type=click.IntRange(min=1),
-    help="Checks run in parallel [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].",
+    type=int,
+    help=f"Checks run in parallel, at most {session.MAX_JOBS} [default: the number of CPUs; 1 with --slower-than*, so timings do not compete].",
 )
 @click.option(
     "--timeout",
@@ -244,10 +228,10 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 )
 @click.option(
     "--repeat",
-    type=click.IntRange(min=1),
+    type=int,
     default=1,
     show_default=True,
-    help="A candidate is interesting only if the check passes it this many times in a row (for flaky checks).",
+    help=f"A candidate is interesting only if the check passes it this many times in a row, at most {session.MAX_REPEAT} (for flaky checks).",
 )
 @click.option(
     "--fresh",
@@ -266,13 +250,13 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option(
     "--strategies",
     "strategies",
-    callback=lambda _c, _p, v: _names(v),
+    callback=lambda _c, _p, v: options.names(v),
     help="Comma-separated strategies to use (default: all that apply; llvm-reduce's names operands-zero, operands-to-args, operands-skip, arguments, ir-passes work too).",
 )
 @click.option(
     "--skip-strategies",
     "skip_strategies",
-    callback=lambda _c, _p, v: _names(v) or (),
+    callback=lambda _c, _p, v: options.names(v) or (),
     help="Comma-separated strategies not to use.",
 )
 @click.option(
@@ -308,7 +292,8 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 )
 @click.option(
     "--heartbeat",
-    type=click.FloatRange(min=0.1),
+    type=float,
+    callback=options.seconds(0.1),
     default=progress.HEARTBEAT_SECONDS,
     show_default=True,
     metavar="SECONDS",
@@ -351,19 +336,24 @@ def main(**params: Any) -> None:
     _setup_logging(params["verbose"], params["quiet"], params["log_file"])
     _stop_on_signals()
     if params["backends"]:
-        params["compile"], params["against"], params["mismatch"] = _backends(params["backends"], params["compile"])
+        params["compile"], params["against"], params["mismatch"] = options.backends(
+            params["backends"], params["compile"]
+        )
     source: str | Path = Path(params["input_file"])
     if params["input_file"] == "-":
         if not params["output"]:
             _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
-        try:
-            if sys.stdin is None:
-                _fail(session.EXIT_BAD_INPUT, "the input is stdin (-), and stdin is closed")
-            source = session.decode_input(sys.stdin.buffer.read(), "-")
+        if sys.stdin is None:
+            _fail(session.EXIT_BAD_INPUT, "the input is stdin (-), and stdin is closed")
+        data = sys.stdin.buffer.read()
+        if not data.strip():
+            _fail(session.EXIT_BAD_INPUT, "the input on stdin (-) is empty; pipe the program to reduce into it")
+        try:  # as text: a one-line program would read as a file's name
+            source, params["text"] = "-", session.decode_input(data, "-")
         except UserError as exc:
             _fail(exc.code, str(exc))
-    options = _only(params, _FIELDS) | {"verify": not params["no_verify"]}
-    done = _reduce(source, options, params)
+    settings = _only(params, _FIELDS | {"text"}) | {"verify": not params["no_verify"]}
+    done = _reduce(source, settings, params)
     _stop_worker_logging()
     with contextlib.suppress(KeyboardInterrupt):  # the run is over; the line below says how it ended
         _summary(done.console or _console(), done.reduction.result)
@@ -515,25 +505,6 @@ def _ensure_stderr() -> None:
     if sys.stderr is None or sys.stderr.closed:
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
     logging.raiseExceptions = False  # a log line that cannot be written must not stop the run
-
-
-def _backends(value: str, flags: str | None) -> tuple[str, str, bool]:
-    """--backends A,B [--compile 'extra flags']: the two local-device compile commands."""
-    names = [n.strip() for n in value.split(",") if n.strip()]
-    if len(names) != 2:
-        raise click.BadParameter("give two backends, e.g. llvm-cpu,vmvx", param_hint="--backends")
-    extra = flags or ""
-    if "{input}" in extra:
-        raise click.BadParameter("with --backends, --compile holds only extra flags", param_hint="--compile")
-
-    def command(backend: str) -> str:
-        cpu = " --iree-llvmcpu-target-cpu=generic" if backend == "llvm-cpu" else ""
-        return (
-            f"iree-compile {{input}} --iree-hal-target-device=local "
-            f"--iree-hal-local-target-device-backends={backend}{cpu} {extra} -o {{output}}"
-        ).strip()
-
-    return command(names[0]), command(names[1]), True
 
 
 _MAIN_PID = os.getpid()

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import test_faults
 from conftest import make_script
-from test_faults import _killed_run, _tree, assert_clean, cli, error_line
+from test_faults import SMALL, _killed_run, _open_files, _tree, assert_clean, cli, env, error_line
 
 from reducer import session
 from reducer.core.oracle import ScriptOracle
@@ -141,3 +143,116 @@ def test_a_state_made_by_a_run_is_private_to_its_user(case: Path):
     assert (state / "ireereduce-state").read_text().splitlines()[2] == "output " + json.dumps(
         str(case.resolve() / "input.reduced.mlir")
     )
+
+
+# -- the command line: one line, exit 2 ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--no-such-option"], "No such option '--no-such-option'"),
+        (
+            ["--executor", "slurm"],
+            "Invalid value for '--executor': 'slurm' is not one of 'local', 'dask' (see ireereduce --help)",
+        ),
+        (["-j", "100000"], "-j must be from 1 to 1024 checks at once, not 100000"),
+        (["-j", "0"], "-j must be from 1 to 1024 checks at once, not 0"),
+        (["--repeat", "1000000"], "--repeat must be from 1 to 100 runs of each check, not 1000000"),
+        (["--heartbeat", "nan"], "--heartbeat must be a finite number of seconds, at least 0.1, not nan"),
+        (["--heartbeat", "inf"], "--heartbeat must be a finite number of seconds, at least 0.1, not inf"),
+        (["--heartbeat", "-1"], "--heartbeat must be a finite number of seconds, at least 0.1, not -1.0"),
+        (["--rtol", "0.5"], "--rtol goes with --mismatch, not with --check"),
+        (["--function", "main"], "--function goes with --mismatch, not with --check"),
+        (["--mismatch"], "--mismatch goes with --compile, not with --check"),
+        (["-c", './check.sh "math'], "--check: cannot split './check.sh \"math' into a script and its arguments"),
+    ],
+    ids=[
+        "unknown-option",
+        "bad-choice",
+        "jobs-huge",
+        "jobs-zero",
+        "repeat-huge",
+        "heartbeat-nan",
+        "heartbeat-inf",
+        "heartbeat-negative",
+        "rtol-with-check",
+        "function-with-check",
+        "mismatch-with-check",
+        "check-unterminated-quote",
+    ],
+)
+def test_a_bad_command_line_is_one_line_and_exit_2(case: Path, args: list[str], words: str):
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    given = args if args[0] == "-c" else ["--check", "check.sh", *args]
+    # Few open files: were -j 100000 let through, the run would start a few workers, not that many.
+    proc = cli(case, "input.mlir", *given, preexec_fn=_open_files(64, 64))
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr  # the line, and nothing else
+    assert words in error_line(proc.stderr)
+    assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
+    assert not (case / "input.reduced.mlir.resume").exists()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--backends", "llvm-cpu,vmvx", "--rtol", "-1"], "--rtol must be a tolerance of 0 or more, not -1.0"),
+        (["--backends", "llvm-cpu,vmvx", "--atol", "-0.5"], "--atol must be a tolerance of 0 or more, not -0.5"),
+        (
+            ["--backends", "foo,bar"],
+            "--backends: unknown backend foo, bar; the local backends are llvm-cpu, vmvx",
+        ),
+        (
+            ["--compile", "iree-compile {input} -o /dev/null", "--test-arg", "x"],
+            "--test-arg goes with --check, not with --compile",
+        ),
+        (["--compile", "iree-compile '{input}"], '--compile: cannot split the command "iree-compile \'{input}"'),
+        (
+            ["--backends", "llvm-cpu,vmvx", "--run", "iree-run-module 'x"],
+            '--run: cannot split the command "iree-run-module \'x"',
+        ),
+    ],
+    ids=["rtol-negative", "atol-negative", "backends-unknown", "test-arg-with-compile", "compile-quote", "run-quote"],
+)
+def test_a_built_in_oracles_bad_options_are_one_line_and_exit_2(case: Path, args: list[str], words: str):
+    """Refused before any compile: nothing runs, nothing is written."""
+    proc = cli(case, "input.mlir", "-j", "1", *args)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert words in error_line(proc.stderr)
+    assert not (case / "input.reduced.mlir").exists() and not (case / "input.reduced.mlir.resume").exists()
+    assert_clean(case)
+
+
+def _stdin(case: Path, data: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "reducer.cli", "-", *args],
+        input=data,
+        cwd=case,
+        capture_output=True,
+        env=env(case),
+        timeout=120,
+    )
+
+
+def test_an_empty_stdin_as_the_input_is_one_line(case: Path):
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    run = _stdin(case, b"", "--check", "check.sh", "-o", "out.mlir")
+    assert run.returncode == session.EXIT_BAD_INPUT, run.stderr
+    assert (
+        run.stderr.decode().strip()
+        == "ireereduce: error: the input on stdin (-) is empty; pipe the program to reduce into it"
+    )
+    assert not (case / "ran").exists() and not (case / "out.mlir").exists()
+    assert_clean(case)
+
+
+def test_a_one_line_program_on_stdin_is_a_program_not_a_file_name(case: Path):
+    make_script(case / "check.sh", 'grep -q keep "$1"')
+    run = _stdin(case, b"drop keep drop", "--check", "check.sh", "-o", "out.mlir", "-j", "1")
+    assert run.returncode == 0, run.stderr
+    assert (case / "out.mlir").read_text().strip() == "keep"
+    assert_clean(case)

@@ -13,13 +13,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from reducer.cli import _backends
 from reducer.core.engine import RunStats
 from reducer.core.oracle import ScriptOracle, Verdict
 from reducer.core.workspace import Size
 from reducer.iree import report, signature
 from reducer.iree.dispatch import Isolated
 from reducer.iree.oracles import CompileOracle, parse_command
+from reducer.options import backends as _backends
 from reducer.session import Result
 
 SCHEMA = json.loads((Path(__file__).resolve().parent.parent / "docs" / "report-schema.json").read_text())

@@ -43,6 +43,7 @@ from reducer.session.settings import (
     Result,
     Settings,
     UserError,
+    check_counts,
 )
 from reducer.session.start import (
     Resume,
@@ -123,8 +124,7 @@ def _check_settings(settings: Settings) -> None:
             raise UserError(EXIT_USAGE, f"{flag} must be a finite number{unit}, not {value}")
     if settings.strategies is not None and not settings.strategies:
         raise UserError(EXIT_USAGE, "--strategies names no strategy; see ireereduce --list-strategies")
-    if settings.repeat < 1:
-        raise UserError(EXIT_USAGE, "--repeat must be at least 1")
+    check_counts(settings)
     if settings.text is not None and not settings.output:
         raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
 

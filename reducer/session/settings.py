@@ -45,7 +45,8 @@ EXIT_CODES = {
     "the one it goes with); an output, report, stats, log or progress path that is the input, the check, "
     "another of them, or not writable; -o that is not a regular file; a --state-dir holding files ireereduce "
     "did not write",
-    EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8)",
+    EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8), "
+    "or an empty stdin",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
     "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
@@ -55,7 +56,8 @@ EXIT_CODES = {
     EXIT_CANNOT_WRITE: "cannot write the output, report, stats or state (disk full, read-only or removed "
     "directory); the message says where the best so far is (saved elsewhere if the output's directory is gone)",
     EXIT_BUSY: "another ireereduce run is writing the same output (the message names its PID)",
-    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check (--fresh starts over)",
+    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check, or a recorded check "
+    "this command does not build (--fresh starts over)",
     EXIT_CHECK_CHANGED_FILES: "the input, the output or the check changed during the run (the check must not "
     "write them, nor anyone else until the run ends); the output keeps the last good program",
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, or distributed is not installed",
@@ -67,11 +69,29 @@ EXIT_CODES = {
 #: Timeout for checking the original when the user gives none (C-Reduce/C-Vise's default).
 INITIAL_TIMEOUT = 300.0
 
+#: Past these a count is a typo, not a wish: -j 100000 would fork that many workers (or
+#: queue that many checks on a cluster) and --repeat 1000000 run each check for days.
+MAX_JOBS = 1024
+MAX_REPEAT = 100
+
 
 class UserError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def check_counts(settings: Settings) -> None:
+    """The counts and tolerances a run can use: each refused in one line (exit 2)."""
+    if settings.jobs is not None and not 1 <= settings.jobs <= MAX_JOBS:
+        raise UserError(EXIT_USAGE, f"-j must be from 1 to {MAX_JOBS} checks at once, not {settings.jobs}")
+    if not 1 <= settings.repeat <= MAX_REPEAT:
+        raise UserError(
+            EXIT_USAGE, f"--repeat must be from 1 to {MAX_REPEAT} runs of each check, not {settings.repeat}"
+        )
+    for flag, value in (("--rtol", settings.rtol), ("--atol", settings.atol)):
+        if not value >= 0:
+            raise UserError(EXIT_USAGE, f"{flag} must be a tolerance of 0 or more, not {value}")
 
 
 class Interrupted(Exception):
@@ -155,7 +175,7 @@ class Settings:
         if self.jobs is not None:
             return self.jobs
         timing = self.slower_than is not None or self.slower_than_factor is not None
-        return 1 if timing else os.cpu_count() or 1
+        return 1 if timing else min(os.cpu_count() or 1, MAX_JOBS)
 
 
 @codec.record()

@@ -1,0 +1,96 @@
+"""What the command line checks beyond click's types, and click's usage errors said the
+way every other error is: one line, `ireereduce: error: ...`, exit 2 (EXIT_USAGE)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+#: The backends a local device compiles for (iree-compile's
+#: --iree-hal-local-target-device-backends), which --backends pairs.
+LOCAL_BACKENDS = ("llvm-cpu", "vmvx")
+
+
+class OneLineUsage(click.ClickException):
+    """A usage error as one line: click's own prints a block (Usage:, Try --help, Error:),
+    which a script that reads the last line, or a bot that reads one, gets wrong."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        message = " ".join(self.format_message().split()).rstrip(".")
+        click.echo(f"ireereduce: error: {message} (see ireereduce --help)", err=True)
+
+
+class Command(click.Command):
+    """click's command, its usage errors in one line (parsing, callbacks and types alike)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise OneLineUsage(exc.format_message()) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise OneLineUsage(exc.format_message()) from None
+
+
+def seconds(minimum: float) -> Any:
+    """A click callback: a finite number of seconds, at least `minimum` (a float type and
+    click's ranges let nan and inf through)."""
+
+    def check(_ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and value >= minimum):
+            raise click.UsageError(
+                f"{param.opts[0]} must be a finite number of seconds, at least {minimum:g}, not {value}"
+            )
+        return value
+
+    return check
+
+
+def resources(value: str | None) -> dict[str, float]:
+    """GPU=1,MEMORY=8e9 -> {"GPU": 1.0, "MEMORY": 8e9}: Dask's worker resources."""
+    found: dict[str, float] = {}
+    for item in names(value) or []:
+        name, _, amount = item.partition("=")
+        try:
+            found[name.strip()] = float(amount) if amount else 1.0
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: give NAME=NUMBER, e.g. GPU=1", param_hint="--resources") from None
+        if not name.strip() or not found[name.strip()] > 0:
+            raise click.BadParameter(f"{item!r}: give NAME=NUMBER with a positive number", param_hint="--resources")
+    return found
+
+
+def names(value: str | None) -> list[str] | None:
+    return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
+
+
+def backends(value: str, flags: str | None) -> tuple[str, str, bool]:
+    """--backends A,B [--compile 'extra flags']: the two local-device compile commands."""
+    given = names(value) or []
+    unknown = [n for n in given if n not in LOCAL_BACKENDS]
+    if unknown:
+        raise click.UsageError(
+            f"--backends: unknown backend {', '.join(unknown)}; the local backends are {', '.join(LOCAL_BACKENDS)}"
+        )
+    if len(given) != 2:
+        raise click.UsageError(f"--backends: give two backends, e.g. {','.join(LOCAL_BACKENDS)}")
+    extra = flags or ""
+    if "{input}" in extra:
+        raise click.UsageError("with --backends, --compile holds only extra flags (no {input})")
+
+    def command(backend: str) -> str:
+        cpu = " --iree-llvmcpu-target-cpu=generic" if backend == "llvm-cpu" else ""
+        return (
+            f"iree-compile {{input}} --iree-hal-target-device=local "
+            f"--iree-hal-local-target-device-backends={backend}{cpu} {extra} -o {{output}}"
+        ).strip()
+
+    return command(given[0]), command(given[1]), True
