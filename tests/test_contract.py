@@ -97,11 +97,13 @@ def test_check_hangs_on_the_original(case: Path):
     """The hanging check is stopped at the timeout, not waited for: it never gets past
     its sleep, and nothing of it is left running."""
     pid, woke = case / "pid", case / "woke"
-    make_script(case / "check.sh", f"echo $$ > {pid}; sleep 60; touch {woke}")
+    # Written whole (mv), so a check stopped at its first line under load leaves no half file.
+    make_script(case / "check.sh", f"echo $$ > {pid}.tmp && mv {pid}.tmp {pid}; sleep 60; touch {woke}")
     proc = run_cli("input.mlir", "--check", "check.sh", "--timeout", "1", cwd=case)
     assert proc.returncode == session.EXIT_CHECK_HANGS
     assert "--timeout" in one_error_line(proc)
-    assert not woke.exists() and not _alive(int(pid.read_text()))
+    assert not woke.exists()
+    assert not pid.exists() or not _alive(int(pid.read_text()))
 
 
 def test_output_must_not_be_the_input(case: Path):
