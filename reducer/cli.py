@@ -326,14 +326,16 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
 def main(**params: Any) -> None:
     _ensure_stderr()
-    progress_json = params["progress_json"] if params["progress_json"] != "-" else None
+    progress_json = params["progress_json"]
     try:  # before the log file (or --progress-json) is opened: it may be the input
         session.check_paths(
             Settings(input=params["input_file"], **_only(params, _PATHS)), also=[("--progress-json", progress_json)]
         )
+        if progress_json and progress_json != "-":
+            params["progress_stream"] = session.open_stream("--progress-json", progress_json)
+        _setup_logging(params["verbose"], params["quiet"], params["log_file"])
     except UserError as exc:
         _fail(exc.code, str(exc))
-    _setup_logging(params["verbose"], params["quiet"], params["log_file"])
     _stop_on_signals()
     if params["backends"]:
         params["compile"], params["against"], params["mismatch"] = options.backends(
@@ -388,7 +390,7 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
     with contextlib.ExitStack() as stack:
         if params["progress_json"]:
             target = params["progress_json"]
-            stream = sys.stdout if target == "-" else stack.enter_context(open(target, "w"))
+            stream = sys.stdout if target == "-" else stack.enter_context(params["progress_stream"])
             monitor.listeners.append(progress.JsonLines(stream, monitor.started))
         if params["print_diff"]:
             monitor.on_candidate.append(_diff_printer(monitor))
@@ -580,7 +582,7 @@ def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
     console.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     root.addHandler(console)
     if log_file:
-        handler = logging.FileHandler(log_file)
+        handler = logging.StreamHandler(session.open_stream("--log-file", log_file, append=True))
         handler.setFormatter(logging.Formatter("%(asctime)s %(processName)s %(name)s %(levelname)s %(message)s"))
         root.addHandler(handler)
     multiprocessing_logging.install_mp_handler()  # worker records arrive through one queue

@@ -67,17 +67,47 @@ class Busy(Exception):
         self.pid = pid
 
 
+#: What a lock file of ours holds: its owner's PID (nothing, for the instant it is made).
+_LOCK_CONTENT = re.compile(rb"[0-9]*\n?")
+
+
+def foreign_lock(path: str) -> str | None:
+    """Why path, named like a lock, is not a lock file of ours (the user's own: never
+    written nor removed); None when there is none yet, or it is one of ours."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror
+    if stat.S_ISLNK(mode):
+        return "it is a symbolic link"
+    if not stat.S_ISREG(mode):
+        return "it is not a regular file"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return exc.strerror
+    try:
+        head = os.read(fd, 64)
+    finally:
+        os.close(fd)
+    return None if _LOCK_CONTENT.fullmatch(head) else "it holds something other than a PID"
+
+
 class OutputLock:
     """An fcntl lock on OUTPUT.lock, holding the owner's PID. The kernel drops it when the
-    owner dies, SIGKILL included, so a stale file never blocks a rerun."""
+    owner dies, SIGKILL included, so a stale file never blocks a rerun. A file of that
+    name that is not a lock of ours (a link, a FIFO, the user's notes) is neither
+    written nor removed: acquire raises an OSError."""
 
-    def __init__(self, output: str) -> None:
-        self.path = output + ".lock"
+    def __init__(self, output: str, path: str | None = None) -> None:
+        self.path = path or output + ".lock"
         self._fd: int | None = None
 
     def acquire(self) -> None:
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -94,6 +124,9 @@ class OutputLock:
             if same:
                 break
             os.close(fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or not _LOCK_CONTENT.fullmatch(os.pread(fd, 64, 0)):
+            os.close(fd)
+            raise OSError(errno.EEXIST, "it is not an ireereduce lock file", self.path)
         try:  # a full disk fails here, after the file was made: leave nothing behind
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)

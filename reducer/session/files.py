@@ -13,10 +13,11 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterable
+from typing import TextIO
 
 import attrs
 
-from reducer.core.state import RunState
+from reducer.core.state import RunState, foreign_lock
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
     EXIT_BAD_INPUT,
@@ -34,6 +35,12 @@ def default_state_dir(output: str) -> str:
 def default_output(path: str) -> str:
     stem, ext = os.path.splitext(path)
     return f"{stem}.reduced{ext or '.mlir'}"
+
+
+def lock_path(output: str) -> str:
+    """OUTPUT.lock, beside the file the output leads to: `-o link.mlir` (a link to
+    real.mlir) and `-o real.mlir` write one file, so they must take one lock."""
+    return (resolve(output).path if os.path.islink(output) else output) + ".lock"
 
 
 def _umask() -> int:
@@ -148,6 +155,26 @@ def _write_stream(path: str, target: Target, data: bytes) -> None:
         raise OSError(exc.errno, why, path) from None
 
 
+def open_stream(flag: str, path: str, append: bool = False) -> TextIO:
+    """A file written as the run goes (--log-file, appended to; --progress-json), opened
+    once before it starts: a FIFO nobody reads is an error now, as for the reports at
+    the end, not a wait without end; /dev/stdout is this process's stdout (not the file
+    it leads to opened again at its start). A name that is not UTF-8 is written as its
+    own bytes."""
+    target = resolve(path)
+    try:
+        if target.fd is not None:
+            fd = os.dup(target.fd)
+        else:
+            how = os.O_APPEND if append else os.O_TRUNC
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | how | os.O_NONBLOCK, 0o666)
+            os.set_blocking(fd, True)
+    except OSError as exc:
+        why = "no process reads the FIFO" if exc.errno == errno.ENXIO else exc.strerror
+        raise UserError(EXIT_CANNOT_WRITE, f"cannot write {flag} {path}: {why}") from None
+    return open(fd, "w", encoding="utf-8", errors="surrogateescape")
+
+
 def save(path: str, data: bytes, what: str, best: str | None = None) -> None:
     """write_atomically, with a failure a UserError that says where the best so far is."""
     try:
@@ -202,11 +229,13 @@ def decode_input(data: bytes, path: str) -> str:
 
 
 def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ()) -> None:
-    """Every file the run will write, checked before anything runs: none may be the
-    input, the check or a file the check uses, or another of them, and each must be
-    writable. After a reduction of hours is too late to find out. `also`: the caller's
-    own (flag, path) pairs, such as the CLI's --progress-json."""
-    output = settings.output or default_output(settings.input)
+    """Every path the run will write or remove, checked before anything runs: none may be
+    the input, the check or a file the check uses, or another of them (the output's lock
+    and state directory included), and each must be writable. After a reduction of hours
+    is too late to find out. `also`: the caller's own (flag, path) pairs, such as the
+    CLI's --progress-json, where "-" is stdout."""
+    output = _output(settings)
+    also = list(also)
     named = [
         ("the output" if settings.output is None else "-o", output),
         ("--report", settings.report),
@@ -215,6 +244,42 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         ("--log-file", settings.log_file),
         *also,
     ]
+    for flag, path in [("-o", settings.output), *named, ("--state-dir", settings.state_dir)]:
+        if path == "":
+            raise UserError(
+                EXIT_USAGE, f"{flag} is empty; give a {'directory' if flag == '--state-dir' else 'file'} name"
+            )
+    protected = _read_by_the_run(settings)
+    seen: dict[str, tuple[str, str]] = {}  # real path: the flag and the path that name it
+    for flag, path in named:
+        if path is None:
+            continue
+        stdout = path == "-" and (flag, path) in also  # for Settings' own paths, "-" is a file
+        real = os.path.realpath("/dev/stdout" if stdout else path)
+        if real in protected:
+            raise UserError(
+                EXIT_USAGE, f"{flag} {path} is {protected[real]}; ireereduce never overwrites it (give another path)"
+            )
+        target = Target("-", "standard output", 1) if stdout else resolve(path)
+        if real in seen and not target.stream:  # two reports may share a stream, as on a terminal
+            raise UserError(EXIT_USAGE, f"{seen[real][0]} and {flag} both name {path}; give each its own file")
+        seen[real] = (flag, path)
+        _check_writable(flag, path, target, output_file=path == output)
+    _check_derived(settings, output, protected, {real: f"{flag} {path}" for real, (flag, path) in seen.items()})
+
+
+def _output(settings: Settings) -> str:
+    if settings.output == "-":
+        raise UserError(
+            EXIT_USAGE,
+            "-o - would be a file named '-', not stdout: the output is written at every improvement, with a .lock "
+            "and a .resume beside it; give a file name (./- for a file named -)",
+        )
+    return settings.output or default_output(settings.input)
+
+
+def _read_by_the_run(settings: Settings) -> dict[str, str]:
+    """The user's files the run reads (real path: what it is, in the user's words)."""
     protected = {os.path.realpath(settings.input): f"the input {settings.input}"}
     if settings.check is not None:
         script, args = script_and_args(settings.check)
@@ -223,25 +288,48 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         for arg in (*args, *settings.test_args):  # `-c "./check.sh pat.txt"`, --test-arg pat.txt
             if os.path.isfile(arg):
                 protected.setdefault(os.path.realpath(arg), f"{arg}, which the check is given")
+        for used in settings.check_files:
+            protected.setdefault(os.path.realpath(used), f"{used}, which --check-files ships with the check")
         protected[os.path.realpath(script)] = f"the check script {script}"
-    seen: dict[str, str] = {}
-    for flag, path in named:
-        if path is None:
-            continue
+    return protected
+
+
+def _check_derived(settings: Settings, output: str, protected: dict[str, str], given: dict[str, str]) -> None:
+    """The paths the run makes itself (OUTPUT.lock, the state directory), written and
+    removed by it: none may be a path given for anything else or a file the run reads,
+    nothing given may lie inside the state directory, and a file named like the lock
+    that no run of ireereduce wrote is the user's: never written, never removed.
+    `given`: the real paths given so far, each with its flag and path."""
+    of = f"of {'-o' if settings.output is not None else 'the output'} {output}"
+    lock = lock_path(output)
+    derived = [(f"the lock file {lock} {of}", lock)]
+    state = None if settings.no_state else settings.state_dir or default_state_dir(output)
+    if state is not None:
+        derived.append((f"--state-dir {state}" if settings.state_dir else f"the state directory {state} {of}", state))
+    for what, path in derived:
         real = os.path.realpath(path)
         if real in protected:
             raise UserError(
-                EXIT_USAGE, f"{flag} {path} is {protected[real]}; ireereduce never overwrites it (give another path)"
+                EXIT_USAGE, f"{what} is {protected[real]}; ireereduce never overwrites it (give another -o)"
             )
-        target = resolve(path)
-        if real in seen and not target.stream:  # two reports may share a stream, as on a terminal
-            raise UserError(EXIT_USAGE, f"{seen[real]} and {flag} both name {path}; give each its own file")
-        seen[real] = flag
-        _check_writable(flag, path, target, output_file=path == output)
-    # Never a directory the run did not make or was not given empty: it removes it at the end.
-    refused = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output), output).refusal()
-    if refused is not None:
-        raise UserError(EXIT_USAGE, refused)
+        if real in given:
+            raise UserError(EXIT_USAGE, f"{what} is also {given[real]}; give each its own path")
+        given[real] = what
+    if state is not None:
+        inside = os.path.realpath(state) + os.sep
+        for real in given:
+            if real.startswith(inside):
+                raise UserError(EXIT_USAGE, f"{given[real]} is inside the state directory {state}; give another path")
+        refused = RunState(state, output).refusal()  # never a directory the run did not make or was not given empty
+        if refused is not None:
+            raise UserError(EXIT_USAGE, refused)
+    why = foreign_lock(lock)
+    if why is not None:
+        raise UserError(
+            EXIT_USAGE,
+            f"{lock} exists and is not an ireereduce lock file ({why}); ireereduce never writes or removes it: "
+            "move it away, or give another -o",
+        )
 
 
 def _check_writable(flag: str, path: str, target: Target, output_file: bool) -> None:
@@ -261,10 +349,18 @@ def _check_writable(flag: str, path: str, target: Target, output_file: bool) -> 
     if target.stream:
         if target.fd is None and not os.access(target.path, os.W_OK):
             raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: it is not writable")
+        if target.fd is not None:
+            try:
+                os.fstat(target.fd)
+            except OSError:  # `>&-`: nothing to write to, and fd 1 may become a file of the run's
+                raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: {target.kind} is closed") from None
         return
     parent = os.path.dirname(target.path)
     if not os.path.isdir(parent):
         raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: the directory {parent} does not exist")
+    given = os.path.dirname(path) or "."  # the kernel looks at `sub` in `sub/../o.mlir`; realpath does not
+    if not os.path.isdir(given):
+        raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: the directory {given} cannot be reached")
     try:  # os.access is not enough: root passes it on read-only file systems
         fd, probe = tempfile.mkstemp(prefix=".ireereduce-probe-", dir=parent)
         os.close(fd)

@@ -28,7 +28,7 @@ from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
 from reducer.progress import Monitor
 from reducer.session import overlap, triage, wiring
-from reducer.session.files import BOM, check_paths, default_output, read_input
+from reducer.session.files import BOM, check_paths, default_output, lock_path, read_input
 from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
 from reducer.session.guard import Guard
 from reducer.session.settings import (
@@ -83,7 +83,7 @@ def reduce_file(
     _say_unusable_tmpdir()
     raw = settings.text if settings.text is not None else read_input(settings.input)
     output = settings.output or default_output(settings.input)
-    lock = OutputLock(output)
+    lock = OutputLock(output, lock_path(output))  # beside the file a link leads to: one lock for both
     try:
         lock.acquire()
     except Busy as exc:

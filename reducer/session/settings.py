@@ -42,9 +42,9 @@ EXIT_CODES = {
     EXIT_OK: "reduced; the output is interesting",
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
     EXIT_USAGE: "bad command line (a value out of range, a strategy that does not exist, an option without "
-    "the one it goes with); an output, report, stats, log or progress path that is the input, the check, "
-    "another of them, or not writable; -o that is not a regular file; a --state-dir holding files ireereduce "
-    "did not write",
+    "the one it goes with); an output, report, stats, log or progress path that is empty, the input, the check, "
+    "another of them (OUTPUT.lock and the state directory included), or not writable; -o that is not a regular "
+    "file; an OUTPUT.lock or a --state-dir holding files ireereduce did not write",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8), "
     "or an empty stdin",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
@@ -54,7 +54,7 @@ EXIT_CODES = {
     EXIT_FLAKY: "flaky check: the reduced program failed a re-check; the output holds the last program "
     "that passed its re-checks, and the message gives the flip rate seen",
     EXIT_CANNOT_WRITE: "cannot write the output, report, stats or state (disk full, read-only or removed "
-    "directory); the message says where the best so far is (saved elsewhere if the output's directory is gone)",
+    "directory, a FIFO nobody reads); the message says where the best so far is (saved elsewhere if the output's directory is gone)",
     EXIT_BUSY: "another ireereduce run is writing the same output (the message names its PID)",
     EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check, or a recorded check "
     "this command does not build (--fresh starts over)",
