@@ -488,7 +488,12 @@ def _diff_printer(monitor: progress.Monitor) -> Callable[[Any], None]:
             "before",
             f"after {candidate.strategy}",
         )
-        click.echo("".join(diff), nl=False)
+        try:
+            click.echo("".join(diff), nl=False)
+        except BrokenPipeError:  # `--print-diff | head`: the reader is gone, the run is not
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, sys.stdout.fileno())
+            os.close(null)
 
     return show
 

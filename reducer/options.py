@@ -4,9 +4,12 @@ way every other error is: one line, `ireereduce: error: ...`, exit 2 (EXIT_USAGE
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import click
+
+from reducer.session.settings import EXIT_INTERRUPTED
 
 #: The backends a local device compiles for (iree-compile's
 #: --iree-hal-local-target-device-backends), which --backends pairs.
@@ -25,7 +28,9 @@ class OneLineUsage(click.ClickException):
 
 
 class Command(click.Command):
-    """click's command, its usage errors in one line (parsing, callbacks and types alike)."""
+    """click's command, its usage errors in one line (parsing, callbacks and types alike),
+    and Ctrl-C before the run has started (stdin still being read, say) an interrupt like
+    any other, exit 130, not click's "Aborted!" and exit 1."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -38,6 +43,9 @@ class Command(click.Command):
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise OneLineUsage(exc.format_message()) from None
+        except KeyboardInterrupt:
+            click.echo("ireereduce: interrupted before the reduction started", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 def seconds(minimum: float) -> Any:

@@ -285,6 +285,31 @@ def test_the_log_file_is_appended_to(case: Path):
     assert_clean(case)
 
 
+def _blocked_reading_a_pipe(pid: int) -> bool:
+    try:
+        return (
+            "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()
+            or "pipe_wait" in Path(f"/proc/{pid}/wchan").read_text()
+        )
+    except OSError:
+        return False
+
+
+def test_ctrl_c_before_the_run_starts_is_the_interrupt_exit(case: Path):
+    """Ctrl-C while the input is read from stdin (before any check): exit 130 with
+    ireereduce's line, never click's "Aborted!" and exit 1."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = start(case, "-", "--check", "check.sh", "-j", "1", "-o", "o.mlir", stdin=subprocess.PIPE)
+    wait_for(lambda: _blocked_reading_a_pipe(proc.pid))
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == session.EXIT_INTERRUPTED, err
+    assert "Aborted" not in err and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("ireereduce: interrupted"), err
+    assert not (case / "o.mlir").exists() and not (case / "o.mlir.resume").exists()
+    assert_clean(case)
+
+
 # -- 3. --progress-json - with stdout closed ---------------------------------------------
 def test_progress_to_a_closed_stdout_is_one_line(case: Path):
     make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
@@ -339,6 +364,25 @@ def test_output_to_stdout_is_refused(case: Path):
 )
 def test_an_empty_path_is_refused(case: Path, flag: str):
     _refused(case, ["input.mlir", "--check", "check.sh", flag, ""], session.EXIT_USAGE, f"{flag} is empty")
+    assert_clean(case)
+
+
+def test_print_diff_into_a_closed_pipe_is_quiet(case: Path):
+    """`--print-diff | head -1`: the reader goes away; the run goes on to its result
+    and its exit code, with no traceback and no "Broken pipe" on stderr."""
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = start(
+        case, "input.mlir", "--check", "check.sh", "-j", "1", "-o", "o.mlir", "--print-diff", stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # every diff line now meets a closed pipe
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    for noise in ("Broken pipe", "BrokenPipe", "Traceback", "Exception ignored", "error"):
+        assert noise not in err, err
+    assert "math.exp" in (case / "o.mlir").read_text()
+    assert (case / "input.mlir").read_text() == BIG
     assert_clean(case)
 
 
