@@ -181,7 +181,7 @@ def _reports(settings: Settings, result: Result, status: str) -> dict[str, Any]:
     data = reporting.build(result, settings.input, status)
     best = f"the reduced program is in {result.output}"
     if settings.report:
-        session.save(settings.report, reporting.to_markdown(data).encode(), "the report", best)
+        session.save(settings.report, reporting.to_markdown(data).encode(errors="surrogateescape"), "the report", best)
     if settings.report_json:
         session.save(settings.report_json, reporting.to_json(data).encode(), "the JSON report", best)
     return data

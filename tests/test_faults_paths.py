@@ -331,6 +331,22 @@ def test_progress_to_a_closed_stdout_is_one_line(case: Path):
     assert_clean(case)
 
 
+# -- 4. a file name that is not UTF-8 -----------------------------------------------------
+def test_an_input_name_that_is_not_utf8_round_trips_into_the_reports(case: Path):
+    name = os.fsdecode(b"in\xff.mlir")
+    os.rename(case / "input.mlir", case / name)
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = cli(case, name, "--check", "check.sh", "-j", "1", "--report", "r.md", "--report-json", "r.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr
+    assert b"in\xff.mlir" in (case / "r.md").read_bytes()  # the name's own bytes, as a shell gives them back
+    report = json.loads((case / "r.json").read_bytes())
+    assert os.fsencode(report["input"]) == b"in\xff.mlir"
+    assert (case / name).read_text() == SMALL
+    assert "math.exp" in (case / os.fsdecode(b"in\xff.reduced.mlir")).read_text()
+    assert_clean(case)
+
+
 # -- 5. the lock is beside the output's target -------------------------------------------
 def test_a_link_to_the_output_and_the_output_share_one_lock(case: Path):
     (case / "input.mlir").write_text(BIG)
