@@ -11,6 +11,7 @@ that no temp dir, lock or process is left."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -363,6 +364,44 @@ def test_a_link_to_the_output_and_the_output_share_one_lock(case: Path):
     assert f"(PID {first.pid})" in error_line(second.stderr)
     assert (case / "link.mlir").is_symlink() and os.readlink(case / "link.mlir") == "real.mlir"
     assert not (case / "link.mlir.lock").exists()
+    assert (case / "input.mlir").read_text() == BIG
+    assert_clean(case)
+
+
+# -- 6. a full file system under the state directory ------------------------------------
+def test_a_full_state_directory_is_named_not_the_temp_dir(case: Path, monkeypatch: pytest.MonkeyPatch):
+    """The journal's write fails as a full disk fails it (an OSError without a file
+    name): the line names the state directory and the ways out, not TMPDIR."""
+    from reducer.core import cache
+
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+
+    class Full:
+        def __init__(self, inner) -> None:
+            self.inner = inner
+
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name: str):
+            return getattr(self.inner, name)
+
+    real = cache.VerdictJournal.__init__
+
+    def opened(self, path: str) -> None:
+        real(self, path)
+        self._file = Full(self._file)
+
+    monkeypatch.setattr(cache.VerdictJournal, "__init__", opened)
+    monkeypatch.setenv("TMPDIR", str(case / "tmp"))
+    monkeypatch.chdir(case)
+    with pytest.raises(session.UserError) as err:
+        session.reduce_file(session.Settings(input="input.mlir", check="check.sh", jobs=1))
+    assert err.value.code == session.EXIT_CANNOT_WRITE
+    message = str(err.value)
+    assert message.startswith("cannot write the state directory input.reduced.mlir.resume: No space left"), message
+    assert "--state-dir" in message and "--no-state" in message and "temporary" not in message
     assert (case / "input.mlir").read_text() == BIG
     assert_clean(case)
 

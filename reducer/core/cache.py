@@ -87,8 +87,11 @@ class VerdictJournal:
 
     def _append(self, rec: dict[str, object]) -> None:
         with self._lock:
-            self._file.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
-            self._file.flush()
+            try:
+                self._file.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+                self._file.flush()
+            except OSError as exc:  # a full disk names no file: say it is the journal
+                raise OSError(exc.errno, exc.strerror, self.path) from None
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

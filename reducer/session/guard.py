@@ -111,6 +111,17 @@ class Guard:
                     EXIT_BAD_CHECK,
                     f"the check script {check} is no longer executable (chmod +x {check}); {self.best()}",
                 )
+        state = None if self.settings.no_state else self.settings.state_dir or files.default_state_dir(self.output)
+        if (
+            state is not None
+            and exc.filename
+            and os.path.dirname(os.path.abspath(exc.filename)) == os.path.abspath(state)
+        ):
+            return UserError(
+                EXIT_CANNOT_WRITE,
+                f"cannot write the state directory {state}: {exc.strerror} (--state-dir elsewhere, or --no-state); "
+                f"{self.best()}",
+            )
         if exc.errno in WRITE_ERRORS and not exc.filename:
             return UserError(
                 EXIT_CANNOT_WRITE,
