@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import difflib
 import logging
 import os
 import signal
 import stat
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -393,7 +391,7 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
             stream = sys.stdout if target == "-" else stack.enter_context(params["progress_stream"])
             monitor.listeners.append(progress.JsonLines(stream, monitor.started))
         if params["print_diff"]:
-            monitor.on_candidate.append(_diff_printer(monitor))
+            monitor.on_candidate.append(progress.DiffPrinter(monitor))
         if not params["quiet"] and sys.stderr.isatty():
             console = _console()
             stack.enter_context(progress.LiveStatus(monitor, console))
@@ -473,29 +471,6 @@ def _tell_end(done: api.Reduction, trivial_is_error: bool) -> int:
 def _fail(code: int, message: str) -> None:
     click.echo(f"ireereduce: error: {message}", err=True)
     sys.exit(code)
-
-
-def _diff_printer(monitor: progress.Monitor) -> Callable[[Any], None]:
-    """--print-diff: each accepted step against the one before, as `diff -u` shows it."""
-    previous: list[str | None] = [None]
-
-    def show(candidate: Any) -> None:
-        before = previous[0] if previous[0] is not None else monitor.start_text or ""
-        previous[0] = candidate.text
-        diff = difflib.unified_diff(
-            before.splitlines(keepends=True),
-            candidate.text.splitlines(keepends=True),
-            "before",
-            f"after {candidate.strategy}",
-        )
-        try:
-            click.echo("".join(diff), nl=False)
-        except BrokenPipeError:  # `--print-diff | head`: the reader is gone, the run is not
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, sys.stdout.fileno())
-            os.close(null)
-
-    return show
 
 
 def _ensure_stderr() -> None:

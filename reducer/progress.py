@@ -11,7 +11,10 @@ Live on a terminal. Nothing here knows IR, strategies or processes: only counter
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -282,6 +285,36 @@ class JsonLines:
         with self._lock:
             self.stream.write(json.dumps(record, sort_keys=True) + "\n")
             self.stream.flush()
+
+
+class DiffPrinter:
+    """--print-diff: each accepted step against the one before, as `diff -u` shows it, on
+    stdout. A reader that goes away (`| head -1`) ends the printing, not the run: stdout
+    then leads to /dev/null, so nothing else fails on it, the exit's flush included."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.previous: str | None = None
+
+    def __call__(self, candidate: Any) -> None:
+        before = self.previous if self.previous is not None else self.monitor.start_text or ""
+        self.previous = candidate.text
+        diff = difflib.unified_diff(
+            before.splitlines(keepends=True),
+            candidate.text.splitlines(keepends=True),
+            "before",
+            f"after {candidate.strategy}",
+        )
+        stream = sys.stdout
+        if stream is None:  # stdout closed (`>&-`)
+            return
+        try:
+            stream.write("".join(diff))
+            stream.flush()
+        except BrokenPipeError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, stream.fileno())
+            os.close(null)
 
 
 class HeartbeatLine:
