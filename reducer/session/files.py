@@ -316,13 +316,13 @@ def _check_derived(settings: Settings, output: str, protected: dict[str, str], g
             raise UserError(EXIT_USAGE, f"{what} is also {given[real]}; give each its own path")
         given[real] = what
     if state is not None:
+        refused = RunState(state, output).refusal()  # never a directory the run did not make or was not given empty
+        if refused is not None:
+            raise UserError(EXIT_USAGE, refused)
         inside = os.path.realpath(state) + os.sep
         for real in given:
             if real.startswith(inside):
                 raise UserError(EXIT_USAGE, f"{given[real]} is inside the state directory {state}; give another path")
-        refused = RunState(state, output).refusal()  # never a directory the run did not make or was not given empty
-        if refused is not None:
-            raise UserError(EXIT_USAGE, refused)
     why = foreign_lock(lock)
     if why is not None:
         raise UserError(
