@@ -9,7 +9,6 @@ import os
 import select
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -344,95 +343,6 @@ def _recording_popen(monkeypatch: pytest.MonkeyPatch, into: Path) -> None:
     monkeypatch.setattr(oracle_module.subprocess, "Popen", recording)
 
 
-def test_a_pool_check_starts_with_its_memory_limit_and_no_function_before_exec(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    """The worker lowers its own soft RLIMIT_DATA while it starts the check, which so has
-    the limit from its first instruction, and puts it back: the worker itself may use
-    what it needs, and the check starts without a preexec function (vfork, not fork)."""
-    seen, preexec = tmp_path / "seen", tmp_path / "preexec"
-    _recording_popen(monkeypatch, preexec)
-    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", f"ulimit -d >> {seen}")), "in.mlir", 30.0)
-    with LocalExecutor(oracle, 1, memory_limit=256 << 20) as ex:
-        assert ex.run(b"x").interesting
-        assert ex.memory_limit == 256 << 20
-        # The worker's own, once the verdict is in (a check reading it at once may still
-        # see the lowered one: the worker puts it back after the check started).
-        limits = Path(f"/proc/{ex._pool[0].process.pid}/limits").read_text()
-    assert seen.read_text().split() == [str(256 << 10)]  # KiB
-    assert [ln.split()[3] for ln in limits.splitlines() if ln.startswith("Max data size")] == ["unlimited"]
-    assert preexec.read_text().split() == ["False"]
-
-
-def test_there_is_no_memory_limit_unless_one_is_given(tmp_path: Path):
-    """RLIMIT_DATA counts reserved address space: a default limit would make sanitizer
-    builds (terabytes of shadow), Go and the JVM fail, and with --compile that failure
-    would become the bug kept. So None and 0 both mean none; a size is applied."""
-    seen = tmp_path / "seen"
-    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", f"ulimit -d >> {seen}")), "in.mlir", 30.0)
-    with LocalExecutor(oracle, 2) as ex:
-        assert ex.memory_limit == 0
-        assert ex.run(b"x").interesting
-    with LocalExecutor(oracle, 1, memory_limit=0) as ex:
-        assert ex.run(b"x").interesting
-    with LocalExecutor(oracle, 1, memory_limit=512 << 20) as ex:
-        assert ex.run(b"x").interesting
-    assert seen.read_text().split() == ["unlimited", "unlimited", str(512 << 10)]
-
-
-def test_only_a_check_that_fails_near_its_memory_limit_is_out_of_memory(tmp_path: Path):
-    """`hog` allocates until its allocations fail at the limit: out of memory. A plain
-    failure, one that used a third of the limit, and one allocation far beyond it (the
-    check never came near it) are only not interesting: the word says what was measured.
-    So is a plain failure on a worker that is itself larger than the limit (`big`): the
-    kernel starts its checks' figures at its size. The pools run in a fresh interpreter,
-    whose size this test sets."""
-    import json
-    import subprocess
-
-    check = tmp_path / "check.py"
-    check.write_text(
-        f"#!{sys.executable}\n"
-        "import sys\n"
-        "what = open(sys.argv[1]).read()\n"
-        "hog = []\n"
-        "while what == 'hog' and len(hog) < 1024:  # 1 GiB at most, with or without a limit\n"
-        "    hog.append(bytearray(1 << 20))\n"
-        "if what == 'huge':\n"
-        "    hog.append(bytearray(1 << 40))\n"
-        "if what == 'some':\n"
-        "    hog.append(bytearray(70 << 20))\n"
-        "sys.exit(what != 'fine')\n"
-    )
-    check.chmod(0o755)
-    pool = (
-        "import json, sys\n"
-        "from reducer.core.executor import LocalExecutor\n"
-        "from reducer.core.oracle import ScriptOracle, run_scope\n"
-        f"oracle = ScriptOracle({str(check)!r}, 'in.mlir', 60.0)\n"
-        "with run_scope():\n"
-        "    with LocalExecutor(oracle, 1, memory_limit=200 << 20) as ex:\n"
-        "        verdicts = {d: ex.run(d.encode()) for d in ('hog', 'plain', 'some', 'huge', 'fine')}\n"
-        "    ballast = bytearray(300 << 20)  # touched: 300 MiB resident, which a worker forked now shares\n"
-        "    with LocalExecutor(oracle, 1, memory_limit=200 << 20) as ex:\n"
-        "        verdicts['big'] = ex.run(b'plain')\n"
-        "json.dump({d: [v.outcome, v.stderr_tail] for d, v in verdicts.items()}, sys.stdout)\n"
-    )
-    ran = subprocess.run([sys.executable, "-c", pool], capture_output=True, text=True, timeout=300)
-    assert ran.returncode == 0, ran.stderr
-    verdicts = json.loads(ran.stdout)
-    assert {d: outcome for d, (outcome, _) in verdicts.items()} == {
-        "hog": "out of memory",
-        "plain": "not interesting",
-        "some": "not interesting",
-        "huge": "not interesting",
-        "fine": "interesting",
-        "big": "not interesting",
-    }
-    assert "MemoryError" in verdicts["hog"][1]
-    assert verdicts["hog"][1].splitlines()[-1].endswith("(200M a process; --memory-limit)")
-
-
 def test_where_no_subreaper_runs_checks_the_environment_tag_finds_setsid_children(tmp_path: Path):
     """This process is no subreaper (only the pool's workers are): what a check started
     with setsid is found by the run's environment tag, as before subreapers."""
@@ -472,12 +382,3 @@ def test_children_are_found_where_the_kernel_keeps_no_list_of_them():
     finally:
         child.kill()
         child.wait()
-
-
-def test_a_check_that_times_out_near_its_memory_limit_is_a_timeout(tmp_path: Path):
-    """Its verdict came from the clock: killed at its timeout, not failed at the limit
-    (the shell's python, reaped by the worker, reached 90% of it)."""
-    hold = f"{sys.executable} -c 'import time; x = bytearray(180 << 20); time.sleep(30)'\necho done"
-    oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", hold)), "in.mlir", 1.0)
-    with LocalExecutor(oracle, 1, memory_limit=200 << 20) as ex:
-        assert ex.run(b"x").outcome == "timeout"

@@ -7,7 +7,6 @@ directory) and no check process is left."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import resource
 import select
@@ -878,61 +877,6 @@ def test_a_daemon_that_clears_its_environment_and_session_is_killed(case: Path):
     for pid in daemons:
         assert not _alive(int(pid)), f"daemon {pid} survived"
     assert_clean(case)
-
-
-def test_a_check_over_the_memory_limit_is_killed_and_counted(case: Path):
-    """A candidate that makes the check allocate without bound: its allocations fail at
-    --memory-limit, the check dies, and the candidate counts as not interesting under
-    its own word, which the summary and the stats show."""
-    check = case / "check.py"
-    check.write_text(
-        f"#!{sys.executable}\n"
-        "import sys\n"
-        "text = open(sys.argv[1]).read()\n"
-        "if 'math.exp' not in text:\n"
-        "    sys.exit(1)\n"
-        "if 'arith.negf %1' not in text:  # the last negf went: eat memory (1 GiB at most)\n"
-        "    hog = [bytearray(1 << 20) for _ in range(1024)]\n"
-        "    sys.exit(1)\n"
-    )
-    check.chmod(0o755)
-    args = ["input.mlir", "--check", "check.py", "-j", "2", "--memory-limit", "300M", "--stats-json", "s.json"]
-    proc = cli(case, *args)
-    assert proc.returncode == 0, proc.stderr
-    outcomes = json.loads((case / "s.json").read_text())["outcomes"]
-    assert outcomes.get("out of memory", 0) >= 1, outcomes
-    assert "out of memory" in proc.stderr  # the summary's line of checked candidates
-    assert (case / "input.mlir").read_text() == SMALL
-    assert_clean(case)
-
-
-def test_a_dask_workers_checks_get_the_memory_limit_and_leave_no_daemon(case: Path):
-    """The embedded cluster's workers run one check at a time: each is a subreaper too, and
-    a task limits its checks' memory as the local pool does."""
-    pids = case / "pids"
-    sh, sleep = shutil.which("sh"), shutil.which("sleep")
-    check = case / "check.py"
-    check.write_text(
-        f"#!{sys.executable}\n"
-        "import subprocess, sys\n"
-        f"subprocess.run(\"setsid env -i {sh} -c '{sleep} 300 & echo $! >> {pids}' &\", shell=True)\n"
-        "text = open(sys.argv[1]).read()\n"
-        "if 'math.exp' not in text:\n"
-        "    sys.exit(1)\n"
-        "if 'arith.negf %1' not in text:  # eat memory (1 GiB at most)\n"
-        "    hog = [bytearray(1 << 20) for _ in range(1024)]\n"
-        "    sys.exit(1)\n"
-    )
-    check.chmod(0o755)
-    args = ["input.mlir", "--check", "check.py", "-j", "1", "--executor", "dask", "--memory-limit", "300M"]
-    proc = cli(case, *args, "--stats-json", "s.json")
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads((case / "s.json").read_text())["outcomes"].get("out of memory", 0) >= 1
-    daemons = pids.read_text().split()
-    assert daemons and not [pid for pid in daemons if _alive(int(pid))], "daemons survived"
-    assert not ours(case) and not list(case.glob("*.lock"))
-    # (Dask's own dask-scratch-space is issue 27's item 7, not this test's.)
-    assert [p.name for p in (case / "tmp").iterdir() if p.name != "dask-scratch-space"] == []
 
 
 def test_a_terminal_that_hangs_up_stops_the_run_cleanly(case: Path):

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from reducer.core import processes
 from reducer.core.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
 from reducer.core.oracle import (
     CANCEL_POLL,
@@ -191,8 +192,8 @@ def _remove_installed(dirname: str) -> None:
 
 
 def _run_task(data: bytes, oracle: Oracle, memory: int = 0) -> Verdict | None:
-    """On a worker: judge data, each process of its checks limited to `memory` bytes (0:
-    none); None when the task was released meanwhile. A worker with one thread runs one
+    """On a worker: judge data, each of its checks killed once its processes together use
+    more than `memory` bytes (0: no limit); None when the task was released meanwhile. A worker with one thread runs one
     check at a time, so it becomes a subreaper, and kills what each check left behind
     (see `become_subreaper`); one with several leaves that to the environment tag.
 
@@ -269,8 +270,14 @@ class DaskExecutor(Executor):
             )
         self.workers = slots
         self.oracle = oracle
-        self.memory_limit = memory_limit or 0  # none unless the user gives one (see LocalExecutor)
         log.info("dask: %d workers (%s)", slots, scheduler or "local cluster")
+        # The default shares this machine's memory: only for the cluster started on it.
+        if scheduler is not None and memory_limit is None:
+            self.memory_limit = 0
+            log.info("checks on the cluster's workers have no memory limit unless --memory-limit gives one")
+        else:
+            self.memory_limit, line = processes.memory_limit(memory_limit, slots)
+            log.info("%s", line)
 
     def _start_local_cluster(self, workers: int) -> None:
         """An embedded cluster whose workers keep their scratch space (`dask-scratch-space`,

@@ -41,8 +41,9 @@ from typing import Any
 
 import attrs
 
+from reducer.core import processes
 from reducer.core.oracle import Cancelled, Oracle, Verdict, judge
-from reducer.core.processes import become_subreaper, format_size, no_core_dumps
+from reducer.core.processes import become_subreaper, no_core_dumps
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +182,9 @@ def _worker_main(
     a running check is stopped as if cancelled when this process's parent is no longer
     `parent` (its pid, passed in: read here, it may already be the reaper's).
 
-    A task names the memory each process of its checks may use (0: no limit). The worker
-    is a child subreaper: what a check leaves running becomes its child, and is killed."""
+    A task names the memory each of its checks may use (0: no limit). The worker is a
+    child subreaper: what a check leaves running becomes its child, and is killed (and
+    while the check runs, counted in its memory)."""
     for end in inherited:
         end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -284,12 +286,12 @@ class LocalExecutor(Executor):
     forked later, and runs nothing but Python and the check's subprocess.
 
     There are fewer workers than asked for when the open-files limit allows no more
-    (`_start_pool`). Each process of a check may use `memory_limit` bytes (None or 0: no
-    limit: RLIMIT_DATA counts address space reserved and never used, so a default would
-    break sanitizer builds, Go and the JVM, and turn their failure into the bug kept).
+    (`_start_pool`). A check whose processes together use more than `memory_limit` bytes
+    is killed (None: `processes.default_memory_limit` for the workers there are; 0: no
+    limit).
     """
 
-    memory_limit: int  # bytes each process of a check may use; 0: no limit
+    memory_limit: int  # bytes each check's processes may use together; 0: no limit
 
     def __init__(self, oracle: Oracle | None, workers: int, memory_limit: int | None = None) -> None:
         self.oracle = oracle
@@ -380,7 +382,7 @@ class LocalExecutor(Executor):
         """The workers, as many as the open-files limit allows. Its soft value is raised
         to the hard one (the soft one, often 1024, is a default for programs that use
         select(); this one polls). What one worker costs is measured on the first. The
-        memory limit is the user's only."""
+        default memory limit shares the machine among the workers there are."""
         limit = _raise_open_files_limit()
         before = _open_files()
         pool = [self._spawn()]
@@ -397,9 +399,8 @@ class LocalExecutor(Executor):
                     room,
                 )
                 self.workers = room
-        self.memory_limit = memory_limit or 0
-        if self.memory_limit:
-            log.info("each process of a check may use %s (--memory-limit)", format_size(self.memory_limit))
+        self.memory_limit, line = processes.memory_limit(memory_limit, self.workers)
+        log.info("%s", line)
         return pool + [self._spawn() for _ in range(self.workers - 1)]
 
     def _spawn(self) -> _Worker:

@@ -13,7 +13,6 @@ import abc
 import contextlib
 import contextvars
 import fcntl
-import functools
 import itertools
 import logging
 import os
@@ -24,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Protocol
@@ -312,7 +310,9 @@ def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
 
 def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, cancel: CancelFn = never) -> Run:
     """Run argv in tmp, in its own process group so a timeout or a cancel takes all of it
-    down; then whatever it left behind goes too (`_end_leftovers`)."""
+    down; then whatever it left behind goes too (`_end_leftovers`). Under `judge`'s
+    memory limit, the memory its processes use together is measured at every wake-up
+    (each CANCEL_POLL), and past the limit the check is killed (SIGKILL, no grace)."""
     if cancel():
         raise Cancelled
     err_path = os.path.join(tmp, ".ireereduce-stderr")
@@ -324,22 +324,23 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     earlier = processes.children() if processes.reaping() else frozenset()
     start = time.monotonic()
     with open(err_path, "wb") as err:
-        proc = _start(argv, tmp, env, err, memory)
+        proc = _start(argv, tmp, env, err)
         exited: int | None = None
-        timed_out = cancelled = False
+        timed_out = cancelled = too_big = False
         deadline = None if timeout is None else start + timeout
         rc: int | None = None
-        peak = 0
         try:
             exited = _exit_watch(proc.pid)
             while True:
                 step = CANCEL_POLL if deadline is None else max(0.0, min(CANCEL_POLL, deadline - time.monotonic()))
-                done = _wait_exit(proc, exited, step, cancel)
-                if done is not None:
-                    rc, peak = done
+                rc = _wait_exit(proc, exited, step, cancel)
+                if rc is not None:
                     break
                 if cancel():
                     cancelled = True
+                    break
+                if memory and processes.memory_in_use(proc.pid, earlier) > memory:
+                    too_big = True  # killed as it ends, with the rest of its group
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     timed_out = True
@@ -350,11 +351,12 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
         finally:
             if exited is not None:
                 os.close(exited)
-            peak = max(peak, _end_leftovers(proc, check_tag, earlier))
+            _end_leftovers(proc, check_tag, earlier)
     if cancelled:
         raise Cancelled
-    if limits is not None and memory and not timed_out and peak >= MEMORY_NEAR * memory and peak > processes.own_peak():
+    if too_big and limits is not None:
         limits.reached = True
+        rc = proc.returncode
     seconds = time.monotonic() - start
     size = os.path.getsize(err_path)
     with open(err_path, "rb") as f:
@@ -368,46 +370,37 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     return Run(rc, timed_out, seconds, stderr.decode(errors="replace"))
 
 
-def _start(argv: list[str], tmp: str, env: dict[str, str], err: Any, memory: int) -> subprocess.Popen[bytes]:
-    """The check's process, in a session of its own (a process group we can kill whole),
-    with its memory limited to `memory` bytes if that is not 0.
+def _start(argv: list[str], tmp: str, env: dict[str, str], err: Any) -> subprocess.Popen[bytes]:
+    """The check's process, in a session of its own (a process group we can kill whole).
 
     A function to run between fork and exec makes Python fork the whole process instead
     of vfork-ing it: 5 ms per check in a 130 MB process. The local pool's workers forbid
-    core dumps for themselves once, and their checks inherit that; they are
-    single-threaded, so the memory limit is set on the worker itself for the moment the
-    check is started (`processes.data_limit`): the check inherits it from its first instruction.
-    Elsewhere (a Dask worker's threads allocate meanwhile) the function sets it."""
+    core dumps for themselves once, and their checks inherit that; elsewhere the function
+    does it. (Memory is measured while the check runs, not limited here: see `run_in`.)"""
     cores_off = resource.getrlimit(resource.RLIMIT_CORE) == (0, 0)
-    alone = threading.active_count() == 1
-    preexec: Callable[[], None] | None = None if cores_off else no_core_dumps
-    if memory and not alone:
-        preexec = functools.partial(processes.child_limits, memory, not cores_off)
-    with processes.data_limit(memory if alone else 0):
-        return subprocess.Popen(
-            argv,
-            cwd=tmp,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
+    return subprocess.Popen(
+        argv,
+        cwd=tmp,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        start_new_session=True,
+        preexec_fn=None if cores_off else no_core_dumps,
+    )
 
 
-def _end_leftovers(proc: subprocess.Popen[bytes], check_tag: str, earlier: frozenset[int]) -> int:
-    """Kill what the check left behind, and reap it; the largest peak resident size (bytes)
-    among the check's processes. Its process group goes first. A process that left the
-    group (setsid) is found, in a process that is a subreaper, among this process's
-    children once its parent has gone; elsewhere by the run's environment tag, which
-    a process may clear (`env -i`)."""
+def _end_leftovers(proc: subprocess.Popen[bytes], check_tag: str, earlier: frozenset[int]) -> None:
+    """Kill what the check left behind, and reap it. Its process group goes first. A
+    process that left the group (setsid) is found, in a process that is a subreaper,
+    among this process's children once its parent has gone; elsewhere by the run's
+    environment tag, which a process may clear (`env -i`)."""
     _kill_group(proc.pid, signal.SIGKILL)
-    peak = _reap(proc, block=True) or (0, 0)
+    _reap(proc, block=True)
     if processes.reaping():
-        return max(peak[1], processes.end_orphans(earlier))
-    sweep(CHECK_TAG_ENV, check_tag)
-    return peak[1]
+        processes.end_orphans(earlier)
+    else:
+        sweep(CHECK_TAG_ENV, check_tag)
 
 
 @attrs.frozen
@@ -496,10 +489,8 @@ def _exit_watch(pid: int) -> int | None:
         return None
 
 
-def _wait_exit(
-    proc: subprocess.Popen[bytes], exited: int | None, step: float, cancel: CancelFn
-) -> tuple[int, int] | None:
-    """`_reap`'s answer once proc exits within step seconds, else None; sooner if cancel
+def _wait_exit(proc: subprocess.Popen[bytes], exited: int | None, step: float, cancel: CancelFn) -> int | None:
+    """proc's exit code once it exits within step seconds, else None; sooner if cancel
     has a `fileno` that becomes readable (the local pool's workers: a cancelled check
     frees its worker at once). Without a pidfd it polls in sleeps growing to 20 ms, as
     Popen.wait does (about 7 ms of delay on average, for every check and so for every
@@ -524,42 +515,32 @@ def _wait_exit(
     return _reap(proc, block=False)
 
 
-def _reap(proc: subprocess.Popen[bytes], block: bool) -> tuple[int, int] | None:
-    """(exit code, peak resident bytes of the check and of the descendants it waited for)
-    once proc has exited, or None; None also once it was reaped before. Through wait4,
-    for the resource usage Popen does not keep."""
+def _reap(proc: subprocess.Popen[bytes], block: bool) -> int | None:
+    """proc's exit code once it has exited, or None; None also once it was reaped before."""
     if proc.returncode is not None:
         return None
     try:
-        pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+        pid, status = os.waitpid(proc.pid, 0 if block else os.WNOHANG)
     except ChildProcessError:  # reaped elsewhere: Popen knows what to say
-        return proc.wait(), 0
+        return proc.wait()
     if pid == 0:
         return None
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, processes.rss_bytes(usage)
+    return proc.returncode
 
 
 # -- what a check may use, and what it leaves ----------------------------------------------
 
-#: The outcome of a check that was not interesting after it came near its memory limit.
+#: The outcome of a check killed because its processes together used more memory than
+#: it may (`run_in` measures them every CANCEL_POLL: `processes.memory_in_use`). Such a
+#: candidate is not interesting, whatever the oracle would have made of the killed check.
 OUT_OF_MEMORY = "out of memory"
-#: How near: a process of the check had a peak resident size of at least this share of
-#: the limit. The limit makes allocations fail (RLIMIT_DATA: heap and anonymous memory),
-#: and each program reports that its own way (MemoryError, std::bad_alloc, an abort), so
-#: what is counted is a check that failed after using nearly all it may use. One that
-#: died on a single allocation far beyond the limit counts as plainly not interesting.
-#: The figure is the kernel's (wait4), which starts a check's process at the size of the
-#: one that started it (`processes.own_peak`): only a peak above that is the check's, so
-#: a worker forked from a large main process (one replacing a dead worker) cannot tell
-#: for a limit below its own size.
-MEMORY_NEAR = 0.8
 
 
 @attrs.define
 class CheckLimits:
-    """What `judge` puts on the checks of one candidate: the memory each of their
-    processes may use (bytes), and whether one came near it."""
+    """What `judge` puts on the checks of one candidate: the memory each check's
+    processes may use together (bytes), and whether one was killed for using more."""
 
     memory: int
     reached: bool = False
@@ -569,9 +550,10 @@ _limits: contextvars.ContextVar[CheckLimits | None] = contextvars.ContextVar("ch
 
 
 def judge(oracle: Oracle, data: bytes, cancel: CancelFn = never, memory: int = 0) -> Verdict:
-    """oracle.run(data), each process of its checks limited to `memory` bytes (0: no
-    limit). A verdict that is not interesting after a check came near the limit gets the
-    outcome OUT_OF_MEMORY, and a last line that says so (what `why_not` shows)."""
+    """oracle.run(data), each of its checks killed once its processes together use more
+    than `memory` bytes (0: no limit). Then the verdict is not interesting, its outcome
+    is OUT_OF_MEMORY, and its last line says so (what `why_not` shows): a killed check
+    says nothing about the candidate, as a timed-out one does not."""
     if not memory:
         return oracle.run(data, cancel)
     limits = CheckLimits(memory)
@@ -580,10 +562,11 @@ def judge(oracle: Oracle, data: bytes, cancel: CancelFn = never, memory: int = 0
         verdict = oracle.run(data, cancel)
     finally:
         _limits.reset(token)
-    if not limits.reached or verdict.interesting:
+    if not limits.reached:
         return verdict
-    note = f"ireereduce: the check failed at its memory limit ({format_size(memory)} a process; --memory-limit)"
-    return attrs.evolve(verdict, outcome=OUT_OF_MEMORY, stderr_tail=f"{verdict.stderr_tail.rstrip()}\n{note}")
+    note = f"ireereduce: the check was killed at its memory limit ({format_size(memory)}; --memory-limit)"
+    tail = f"{verdict.stderr_tail.rstrip()}\n{note}".lstrip("\n")
+    return attrs.evolve(verdict, interesting=False, outcome=OUT_OF_MEMORY, stderr_tail=tail)
 
 
 def _kill_group(pgid: int, sig: int) -> None:

@@ -1,6 +1,6 @@
 """What a check's processes may use, and what they leave behind: the resource limits
-a process that starts checks puts on them, and the child subreaper that finds every
-process a check left running. Knows nothing of oracles (`reducer.core.oracle.run_in`
+a process that starts checks puts on them, the memory a check's processes use together,
+and the child subreaper that finds every process a check left running. Knows nothing of oracles (`reducer.core.oracle.run_in`
 uses it)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import Iterator
 
 
 def no_core_dumps() -> None:
@@ -25,48 +24,6 @@ def format_size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.3g}{unit}"
     return str(n)
-
-
-@contextlib.contextmanager
-def data_limit(memory: int) -> Iterator[None]:
-    """This process's soft RLIMIT_DATA lowered to `memory` bytes (0: left alone) for the
-    block: a process started in it inherits the limit. Only the soft limit, so it can be
-    put back; never above a lower one the user set."""
-    if not memory:
-        yield
-        return
-    before = _lower_data_limit(memory)
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_DATA, before)
-
-
-def child_limits(memory: int, cores: bool) -> None:
-    """Between fork and exec, where the process starting a check has threads."""
-    if cores:
-        no_core_dumps()
-    _lower_data_limit(memory)
-
-
-def _lower_data_limit(memory: int) -> tuple[int, int]:
-    """The soft RLIMIT_DATA at most `memory`; what it was."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    cap = min(x for x in (memory, soft, hard) if x != resource.RLIM_INFINITY)
-    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
-    return soft, hard
-
-
-def rss_bytes(usage: resource.struct_rusage) -> int:
-    return int(usage.ru_maxrss) * (1 if sys.platform == "darwin" else 1024)
-
-
-def own_peak() -> int:
-    """This process's peak resident size. A check's starts as at least that of the
-    process that started it (the kernel carries that process's peak over exec, and a
-    fork counts the pages it shares as the child's), so only a peak above it says
-    anything about the check."""
-    return rss_bytes(resource.getrusage(resource.RUSAGE_SELF))
 
 
 #: Whether this process is a child subreaper (`become_subreaper`).
@@ -113,42 +70,52 @@ def children() -> frozenset[int]:
     """This process's children, from /proc (their parent's threads list them), or by
     the parent pid of every process where the kernel has no such list."""
     me = os.getpid()
+    found = _children_of(me)
+    return frozenset(found if found is not None else _children_by_parent(me))
+
+
+def _children_of(pid: int) -> set[int] | None:
+    """pid's children, as its threads list them (empty once it is gone); None where
+    this kernel keeps no such lists."""
     found: set[int] = set()
     try:
-        tasks = os.listdir(f"/proc/{me}/task")
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return frozenset()
+        return found
     for tid in tasks:
         try:
-            with open(f"/proc/{me}/task/{tid}/children") as f:
-                found.update(int(pid) for pid in f.read().split())
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.update(int(child) for child in f.read().split())
         except FileNotFoundError:
-            if os.path.isdir(f"/proc/{me}/task/{tid}"):  # no children lists in this kernel
-                return frozenset(_children_by_parent(me))
+            if os.path.isdir(f"/proc/{pid}/task/{tid}"):  # no children lists in this kernel
+                return None
         except OSError:
             continue
-    return frozenset(found)
+    return found
 
 
 def _children_by_parent(me: int) -> set[int]:
-    found = set()
+    return {pid for pid, parent in _parents().items() if parent == me}
+
+
+def _parents() -> dict[int, int]:
+    """Every process's parent, from one pass over /proc."""
+    found = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
-                        found.add(int(entry.name))
+                    found[int(entry.name)] = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 continue
     return found
 
 
-def end_orphans(earlier: frozenset[int]) -> int:
+def end_orphans(earlier: frozenset[int]) -> None:
     """SIGKILL and reap this subreaper's children that were not there before the check
-    (`earlier`), round by round as their own children are reparented here; the largest
-    peak resident size (bytes) among them. Only those killed are waited for: one that
-    cannot be killed (another user's) is not waited on forever."""
-    peak = 0
+    (`earlier`), round by round as their own children are reparented here. Only those
+    killed are waited for: one that cannot be killed (another user's) is not waited on
+    forever."""
     for _ in range(ORPHAN_ROUNDS):
         killed = []
         for pid in children() - earlier:
@@ -159,5 +126,122 @@ def end_orphans(earlier: frozenset[int]) -> int:
             break
         for pid in killed:
             with contextlib.suppress(ChildProcessError):
-                peak = max(peak, rss_bytes(os.wait4(pid, 0)[2]))
-    return peak
+                os.waitpid(pid, 0)
+
+
+# -- the memory a check uses ---------------------------------------------------------------
+#
+# Measured, not limited with setrlimit: RLIMIT_DATA and RLIMIT_AS count address space a
+# process reserves and never touches. AddressSanitizer reserves terabytes of shadow at
+# start, Go and the JVM reserve large heaps: under any such limit they fail at once, and
+# with --compile that failure became the bug a run kept (it ended at `module {}`, exit 0).
+# What takes a machine down is memory in use, so that is what is counted.
+
+#: The share of this machine's memory the checks running at once may use between them by
+#: default; the rest is the main process's (it holds the program) and the system's.
+MEMORY_SHARE = 0.75
+#: The default's floor: a small machine with many workers still runs its compilers.
+MIN_DEFAULT_MEMORY = 256 << 20
+
+
+def measurable() -> bool:
+    """Whether a check's memory can be measured here: /proc/PID/statm (Linux)."""
+    return os.path.exists("/proc/self/statm")
+
+
+def physical_memory() -> int:
+    """Bytes of memory this machine has (MemTotal), or its container's cgroup allows if
+    that is less; 0 where it cannot be read."""
+    total = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/meminfo") as f:
+            total = next(int(ln.split()[1]) << 10 for ln in f if ln.startswith("MemTotal:"))
+    # cgroup v2, then v1, as a container sees its own: "max" or a huge number is no limit.
+    for where in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with contextlib.suppress(OSError, ValueError):
+            with open(where) as f:
+                cap = int(f.read().strip())
+            if 0 < cap < total:
+                total = cap
+    return total
+
+
+def default_memory_limit(workers: int) -> int:
+    """What each of `workers` checks may use unless --memory-limit says: together
+    MEMORY_SHARE of the memory, but at least MIN_DEFAULT_MEMORY each; 0 (no limit) where
+    memory cannot be read or measured (not Linux)."""
+    ram = physical_memory() if measurable() else 0
+    return max(MIN_DEFAULT_MEMORY, int(MEMORY_SHARE * ram / max(1, workers))) if ram > 0 else 0
+
+
+def memory_limit(given: int | None, workers: int) -> tuple[int, str]:
+    """The bytes each check may use (0: none) for --memory-limit `given` (None: the
+    default) and `workers` checks at once, and the start line that says so."""
+    if given == 0:
+        return 0, "checks have no memory limit (--memory-limit 0)"
+    if not measurable():
+        return 0, "checks have no memory limit: this system has no /proc to measure them by" + (
+            " (--memory-limit is ignored)" if given else ""
+        )
+    limit = default_memory_limit(workers) if given is None else given
+    if not limit:
+        return 0, "checks have no memory limit: this machine's memory cannot be read (--memory-limit sets one)"
+    if given is not None:
+        how = "--memory-limit"
+    elif limit == MIN_DEFAULT_MEMORY:
+        how = "the default's floor; --memory-limit changes it"
+    else:
+        how = f"{MEMORY_SHARE:.0%} of {format_size(physical_memory())} / {max(1, workers)} workers; --memory-limit changes it"
+    return limit, f"each check may use {format_size(limit)} of memory, its processes together ({how})"
+
+
+def memory_in_use(root: int, earlier: frozenset[int]) -> int:
+    """Bytes of anonymous memory resident in a check's processes together: root (the
+    check) and its descendants, and in a subreaper the orphans reparented here since the
+    check started (children not in `earlier`) with theirs. Anonymous: the heap, stacks,
+    private mappings, what a program allocates; not file-backed pages (a compiler's
+    shared libraries, mapped inputs), which are shared between the processes and which
+    the kernel can drop. Resident: a mapping reserved and never touched (ASan's shadow)
+    costs nothing. 0 where there is no /proc."""
+    roots = {root} | (children() - earlier if _reaper else set())
+    return sum(_anonymous_resident(pid) for pid in _tree(roots))
+
+
+def _tree(roots: set[int]) -> set[int]:
+    """roots and their descendants, through their children lists, or by every process's
+    parent where the kernel keeps none."""
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        found = _children_of(pid)
+        if found is None:
+            return _tree_by_parent(roots)
+        todo.extend(found)
+    return seen
+
+
+def _tree_by_parent(roots: set[int]) -> set[int]:
+    parents = _parents()
+    seen, grew = set(roots), True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in seen} - seen
+        seen |= more
+        grew = bool(more)
+    return seen
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _anonymous_resident(pid: int) -> int:
+    """statm's resident pages less its shared (file-backed and shmem) ones: RssAnon."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            fields = f.read().split()
+        return max(0, int(fields[1]) - int(fields[2])) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
