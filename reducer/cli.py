@@ -222,7 +222,7 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
     "--memory-limit",
     metavar="SIZE",
     type=parse_size,
-    help='Memory each process of a check may use (e.g. 4G, 512M; 0: none); a check failing at it is "out of memory", not interesting [default: none: sanitizer builds, Go and the JVM reserve more than any limit].',
+    help='Memory a check\'s processes may keep resident together (e.g. 4G, 512M; 0: none); a check past it is killed, "out of memory", not interesting. Reserved address space (ASan, Go, the JVM) does not count [default: 3/4 of the RAM / -j; none where there is no /proc].',
 )
 @click.option(
     "--repeat",

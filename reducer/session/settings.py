@@ -167,7 +167,7 @@ class Settings:
     test_args: Sequence[str] = ()  # appended to the check's arguments after the candidate's path
     text: str | None = None  # the input itself, when it is not read from `input`
     oracle: Oracle | None = None  # a ready-made oracle (Python API), instead of check/compile
-    memory_limit: int | None = None  # bytes each process of a check may use; None or 0: no limit
+    memory_limit: int | None = None  # bytes a check's processes may use together; None: 3/4 of RAM / workers; 0: none
 
     def workers(self) -> int:
         """Parallel checks: as many as CPUs, but one when the oracle measures time, so
