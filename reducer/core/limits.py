@@ -1,6 +1,6 @@
 """--max-time and --max-checks: the engine stops at its next scheduling point with the best
 program so far (its `should_stop` hook), without knowing what the limits are. And
---memory-limit: what each process of a check may use (the executors set it)."""
+--memory-limit: what a check's processes may use together (the executors pass it on)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class Limits:
 
 #: Below this a check's shell or interpreter cannot even start (`--memory-limit 100` meant 100M).
 MIN_MEMORY_LIMIT = 16 << 20
-#: 4 EiB: more than the kernel's limits hold (a C long), and than any machine has.
+#: 4 EiB: more than any machine has (and than a C long holds).
 MAX_MEMORY_LIMIT = 1 << 62
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -46,6 +46,6 @@ def parse_size(text: str) -> int:
     size = int(float(match[1]) * _UNITS[match[2].upper()])
     if 0 < size < MIN_MEMORY_LIMIT:
         raise ValueError(f"{text!r} is too little to start a check: give at least 16M, or 0 for no limit")
-    if size >= MAX_MEMORY_LIMIT:  # setrlimit takes a C long: past it, an OverflowError mid-run
+    if size >= MAX_MEMORY_LIMIT:  # no machine has it, and a typo (99999999T) should not mean "none"
         raise ValueError(f"{text!r} is more memory than a process can be given: give less, or 0 for no limit")
     return size
