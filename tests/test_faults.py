@@ -231,7 +231,7 @@ def test_flaky_check_output_is_the_last_program_that_reproduces(case: Path, monk
     monkeypatch.setattr(tempfile, "tempdir", None)
     monitor, committed = progress.Monitor(), []
     monitor.on_candidate.append(lambda candidate: committed.append(candidate.text))
-    done = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=2, monitor=monitor)
+    done = reducer.reduce(case / "input.mlir", check=case / "check.sh", jobs=1, monitor=monitor)
     assert done.status == "flaky", done.result.flaky
     assert "flip rate" in done.result.flaky and "passed 6 re-checks in a row" in done.result.flaky
     final, earlier = committed[-1], [c for c in committed[:-1] if c != committed[-1]]
