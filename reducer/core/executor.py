@@ -22,6 +22,7 @@ The contract (an `Executor`):
 from __future__ import annotations
 
 import abc
+import atexit
 import collections
 import concurrent.futures
 import contextlib
@@ -32,7 +33,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import resource
-import signal
 import struct
 import threading
 import time
@@ -43,7 +43,12 @@ import attrs
 
 from reducer.core import processes
 from reducer.core.oracle import Cancelled, Oracle, Verdict, judge
-from reducer.core.processes import become_subreaper, no_core_dumps
+from reducer.core.processes import (
+    become_subreaper,
+    leave_stops_to_parent,
+    no_core_dumps,
+    stops_deferred,
+)
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +192,9 @@ def _worker_main(
     while the check runs, counted in its memory)."""
     for end in inherited:
         end.close()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # A hangup reaches the whole process group too; the parent stops the pool. A handler,
-    # not SIG_IGN, which checks would inherit through exec.
-    signal.signal(signal.SIGHUP, _parents_to_handle)
+    # Ctrl-C, SIGTERM and SIGHUP sent to the process group are the parent's to handle: a
+    # worker that died of one would have its check's death read as a verdict.
+    leave_stops_to_parent()
     no_core_dumps()  # once here, inherited by every check (see `run_in`)
     become_subreaper()
     while True:
@@ -221,10 +224,6 @@ def _worker_main(
             conn.send(reply)
         except (OSError, ValueError):
             return
-
-
-def _parents_to_handle(_signum: int, _frame: object) -> None:
-    pass
 
 
 def _raise_open_files_limit() -> int | None:
@@ -305,9 +304,24 @@ class LocalExecutor(Executor):
         self._wake_r, self._wake_w = os.pipe()
         self._closing = False
         self._ends: list[multiprocessing.connection.Connection] = []  # the parent's ends of the workers' pipes
-        self._pool: list[_Worker] = self._start_pool(memory_limit)
+        self._pool: list[_Worker] = []
+        try:
+            self._start_pool(memory_limit)
+        except BaseException:  # Ctrl-C while they start, too: none of them outlives this
+            for w in self._pool:
+                w.process.kill()
+            for w in self._pool:
+                w.process.join()
+                w.conn.close()
+                w.cancel_slot.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            raise
         self._thread = threading.Thread(target=self._loop, name="ireereduce-executor", daemon=True)
         self._thread.start()
+        # The workers ignore SIGTERM, which multiprocessing sends its daemons at exit before
+        # it joins them: a pool never closed would hang the exit.
+        atexit.register(self.close, abort=True)
 
     # -- the engine's side ------------------------------------------------------------
     def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
@@ -376,16 +390,17 @@ class LocalExecutor(Executor):
             task.future.cancel()
         os.close(self._wake_r)
         os.close(self._wake_w)
+        atexit.unregister(self.close)
 
     # -- the dispatcher thread --------------------------------------------------------
-    def _start_pool(self, memory_limit: int | None) -> list[_Worker]:
+    def _start_pool(self, memory_limit: int | None) -> None:
         """The workers, as many as the open-files limit allows. Its soft value is raised
         to the hard one (the soft one, often 1024, is a default for programs that use
         select(); this one polls). What one worker costs is measured on the first. The
         default memory limit shares the machine among the workers there are."""
         limit = _raise_open_files_limit()
         before = _open_files()
-        pool = [self._spawn()]
+        self._add_worker()
         after = _open_files()
         if limit is not None and before is not None and after is not None:
             cost = max(1, after - before)
@@ -401,7 +416,18 @@ class LocalExecutor(Executor):
                 self.workers = room
         self.memory_limit, line = processes.memory_limit(memory_limit, self.workers)
         log.info("%s", line)
-        return pool + [self._spawn() for _ in range(self.workers - 1)]
+        while len(self._pool) < self.workers:
+            self._add_worker()
+
+    def _add_worker(self, index: int | None = None) -> None:
+        """A new worker in the pool (at `index`: in place of a dead one). A stop signal
+        that comes meanwhile is raised once the worker is in the pool, where it is
+        stopped with the others (`stops_deferred`)."""
+        with stops_deferred():
+            if index is None:
+                self._pool.append(self._spawn())
+            else:
+                self._pool[index] = self._spawn()
 
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe()
@@ -491,7 +517,7 @@ class LocalExecutor(Executor):
         self.stats.lost_workers += 1
         index = self._pool.index(w)
         if not self._closing:
-            self._pool[index] = self._spawn()
+            self._add_worker(index)
         else:
             self._pool.pop(index)
         if task is None or task.future.done():

@@ -11,11 +11,78 @@ import os
 import resource
 import signal
 import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
 
 
 def no_core_dumps() -> None:
     """A crashing compiler must not leave a core file per candidate (gigabytes each)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+#: What stops a run. Sent to the whole process group (Ctrl-C, a closed terminal, `kill --
+#: -PGID`), they reach every worker too; the main process handles them and stops its
+#: workers, which must neither die of them (a check's death read as its verdict) nor
+#: print a traceback.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def leave_stops_to_parent() -> None:
+    """In a worker process: the stop signals do nothing here (the main process stops the
+    workers), and those that came while it started (`stops_deferred`) are taken now. A
+    handler, not SIG_IGN, which checks would inherit through exec."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _parents_to_handle)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def _parents_to_handle(_signum: int, _frame: object) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def stops_deferred() -> Iterator[None]:
+    """While this thread forks a worker: the stop signals blocked, so the child starts
+    with them pending until `leave_stops_to_parent`, instead of dying of one (or of the
+    parent's handler) before it installed its own. In the main thread their handlers
+    only note them meanwhile, and a noted one is raised again after: a handler that
+    raises KeyboardInterrupt inside the fork's at-fork callbacks has it swallowed
+    ("Exception ignored"), and the run would go on as if never stopped."""
+    came: list[int] = []
+    held: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            old = signal.getsignal(signum)
+            if callable(old):
+                held[signum] = old
+                signal.signal(signum, lambda got, _frame: came.append(got))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        try:
+            _restore(held)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for noted in dict.fromkeys(came):
+            signal.raise_signal(noted)
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    """Put the handlers back, all of them even if one that is back already raises (a
+    signal that came meanwhile), which is raised once all are back."""
+    left = list(handlers.items())
+    stopped: BaseException | None = None
+    while left:
+        try:
+            while left:
+                signal.signal(*left[0])
+                left.pop(0)
+        except BaseException as exc:  # raised by a handler put back, between two bytecodes
+            stopped = exc
+    if stopped is not None:
+        raise stopped
 
 
 def format_size(n: int) -> str:

@@ -1,0 +1,154 @@
+"""Hostile runs, part 2: signals to the whole process group, a tiny open-files limit,
+stopped Dask runs, and what checks leave in their temp dir.
+
+Every test asserts the exit code and the message, that the user's files are as they
+were, and that no temp dir (TMPDIR points into the test's directory) and no process
+is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import make_script
+from test_faults import BIG, SMALL, assert_clean, env, start, wait_for
+
+from reducer import session
+
+#: Candidates (fewer negf than BIG) hang: the run is mid-check when it is stopped.
+HANG = '[ "$(grep -c negf "$1")" -lt 40 ] && {{ echo $$ >> {pids}; sleep 30; }}; grep -q math.exp "$1"'
+
+
+@pytest.fixture
+def case(tmp_path: Path) -> Path:
+    """As tests/test_faults.py's: the input, and an empty TMPDIR for the run."""
+    (tmp_path / "input.mlir").write_text(SMALL)
+    (tmp_path / "tmp").mkdir()
+    return tmp_path
+
+
+def _children(pid: int) -> int:
+    try:
+        return len(psutil.Process(pid).children())
+    except psutil.Error:
+        return 0
+
+
+def _stopped_cleanly(proc: subprocess.Popen[str], case: Path, text: str) -> str:
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == session.EXIT_INTERRUPTED, err
+    assert "ireereduce: interrupted" in err.splitlines()[-1], err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert "worker died" not in err, err  # a worker killed by the signal is no verdict
+    assert (case / "input.mlir").read_text() == text
+    assert_clean(case)
+    return err
+
+
+# -- a signal to the whole process group ------------------------------------------------
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_group_signal_mid_run_stops_the_run_not_its_workers(case: Path, signum: int):
+    """`kill -TERM -- -PGID` reaches the workers too. One that died of it had its check
+    counted as a worker death (and retried on a new worker mid-stop)."""
+    (case / "input.mlir").write_text(BIG)
+    pids = case / "pids"
+    make_script(case / "check.sh", HANG.format(pids=pids))
+    proc = start(
+        case, "input.mlir", "--check", "check.sh", "-j", "2", "--strategies", "drop-ops", start_new_session=True
+    )
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= 2)  # both workers busy
+    os.killpg(proc.pid, signum)
+    _stopped_cleanly(proc, case, BIG)
+
+
+def test_a_group_signal_while_many_workers_start_stops_the_run(case: Path):
+    """-j 300 takes seconds to fork its workers. A SIGTERM to the group then landed in a
+    fork's at-fork callbacks, where Python swallows the KeyboardInterrupt ("Exception
+    ignored"): the run went on, its workers died of the signal, and it exited 0 calling
+    the check flaky."""
+    make_script(case / "check.sh", 'sleep 1; grep -q math.exp "$1"')
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "300", start_new_session=True)
+    wait_for(lambda: _children(proc.pid) >= 50)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _stopped_cleanly(proc, case, SMALL)
+
+
+def test_a_stop_signal_that_reaches_a_worker_is_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """What a signal to the process group does to a worker, alone: the check goes on and
+    its verdict stands (a worker that died of it had its check run again, and a second
+    such death made the candidate "worker died", not interesting)."""
+    import tempfile
+
+    from reducer.core.executor import LocalExecutor
+    from reducer.core.oracle import ScriptOracle, run_scope
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    ran = tmp_path / "ran"
+    check = make_script(tmp_path / "check.sh", f"echo $PPID >> {ran}; sleep 1; exit 0")
+    with run_scope():
+        ex = LocalExecutor(ScriptOracle(str(check), "in.mlir", 60.0), 1)
+        try:
+            future = ex.submit(b"x")
+            wait_for(lambda: ran.exists() and ran.read_text().strip())
+            worker = int(ran.read_text())
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                os.kill(worker, signum)
+            verdict = future.result()
+        finally:
+            ex.close()
+    assert verdict.interesting and verdict.outcome == "interesting", verdict
+    assert ran.read_text().split() == [str(worker)]  # checked once, by the worker signalled
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_stop_signal_while_a_worker_forks_is_raised_after_the_fork():
+    """A fork runs Python's at-fork callbacks, which swallow what a signal handler raises
+    in them. While a worker is forked the handlers only note a stop (sent here from
+    another thread, as the kernel may hand a process's signal to any thread), which is
+    raised once the fork is over."""
+    from reducer.core.processes import stops_deferred
+
+    swallowed = []
+    go = threading.Event()
+    # Started before the block, so it does not inherit the block's signal mask.
+    sender = threading.Thread(target=lambda: go.wait() and os.kill(os.getpid(), signal.SIGINT))
+    sender.start()
+    with pytest.raises(KeyboardInterrupt):  # noqa: PT012  (the signal is raised as the block ends)
+        with stops_deferred():
+            try:  # what the fork's at-fork callbacks do with an exception
+                go.set()
+                sender.join()
+                for _ in range(10000):
+                    time.sleep(0)
+            except KeyboardInterrupt:
+                swallowed.append(True)
+    assert not swallowed
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def test_a_pool_never_closed_does_not_hang_the_exit(tmp_path: Path):
+    """multiprocessing stops its daemon processes at exit with SIGTERM, then joins them;
+    the workers ignore SIGTERM, so the pool closes itself first."""
+    check = make_script(tmp_path / "check.sh", "exit 0")
+    (tmp_path / "tmp").mkdir()
+    code = (
+        "import sys\n"
+        "from reducer.core.executor import LocalExecutor\n"
+        "from reducer.core.oracle import ScriptOracle\n"
+        "ex = LocalExecutor(ScriptOracle(sys.argv[1], 'in.mlir', 30.0), 2)\n"
+        "print(ex.submit(b'x').result().interesting)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(check)], capture_output=True, text=True, timeout=60, env=env(tmp_path)
+    )
+    assert proc.returncode == 0 and proc.stdout == "True\n", proc.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
