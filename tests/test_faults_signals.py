@@ -8,6 +8,7 @@ is left."""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import make_script
-from test_faults import BIG, SMALL, assert_clean, env, start, wait_for
+from test_faults import BIG, SMALL, assert_clean, cli, env, error_line, start, wait_for
 
 from reducer import session
 
@@ -152,3 +153,37 @@ def test_a_pool_never_closed_does_not_hang_the_exit(tmp_path: Path):
     )
     assert proc.returncode == 0 and proc.stdout == "True\n", proc.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+# -- an open-files limit too low for a worker ------------------------------------------
+def _open_files(limit: int):
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return lower
+
+
+@pytest.mark.parametrize("limit", [8, 12, 16])
+def test_an_open_files_limit_too_low_for_one_worker_is_one_line(case: Path, limit: int):
+    """`ulimit -n 16` ended in "internal error: ... Too many open files: '/proc'" and left
+    the run directory in TMPDIR."""
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "4", preexec_fn=_open_files(limit))
+    assert proc.returncode == session.EXIT_EXECUTOR, proc.stderr
+    line = error_line(proc.stderr)
+    assert f"the open-files limit (ulimit -n) is {limit}, too low to run a check" in line, line
+    assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+    assert not list(case.glob("*.resume"))
+
+
+def test_a_low_open_files_limit_that_fits_one_worker_runs_on_fewer(case: Path):
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "4", preexec_fn=_open_files(32))
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "open files" in ln]
+    assert len(warned) == 1 and "running 1 checks at once" in warned[0], proc.stderr
+    assert "negf" not in (case / "input.reduced.mlir").read_text()
+    assert_clean(case)

@@ -26,6 +26,7 @@ import atexit
 import collections
 import concurrent.futures
 import contextlib
+import errno
 import itertools
 import logging
 import mmap
@@ -58,6 +59,24 @@ MAX_WORKER_DEATHS = 2
 #: the run (the state journal, the output, logs, a scan of /proc) and for a worker's
 #: check (its pidfd, stderr file and pipes; a worker inherits the main process's files).
 FD_RESERVE = 32
+#: Open files a worker needs free to start a check (the candidate's file, the check's
+#: stderr file, its pidfd, /dev/null, the pipe that reports a failed exec, a scan of
+#: /proc); below that the pool does not start (`OpenFilesLimit`).
+FD_CHECK = 8
+#: What one worker holds in the main process (its pipes), for the estimate in the message.
+FD_WORKER = 4
+
+
+class OpenFilesLimit(Exception):
+    """The open-files limit (ulimit -n) leaves no room for even one worker and its check."""
+
+    def __init__(self, limit: int, needed: int) -> None:
+        super().__init__(
+            f"the open-files limit (ulimit -n) is {limit}, too low to run a check: ireereduce needs "
+            f"about {needed} open files for one worker; raise it (ulimit -n {max(needed, 64)})"
+        )
+        self.limit = limit
+        self.needed = needed
 
 
 @attrs.define
@@ -245,6 +264,17 @@ def _raise_open_files_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+def check_open_files(held: int = 0) -> None:
+    """Before a run: OpenFilesLimit if the open-files limit (its soft value raised to the
+    hard one) leaves no room for `held` more files of the run's own and one worker with
+    its check. Said at the start in one line: run out of files later, a run could not
+    even remove its temp dir."""
+    limit = _raise_open_files_limit()
+    now = _open_files()
+    if limit is not None and now is not None and now + held + FD_WORKER + FD_CHECK > limit:
+        raise OpenFilesLimit(limit, now + held + FD_WORKER + FD_CHECK)
+
+
 def _open_files() -> int | None:
     """How many files this process has open; None where that cannot be seen."""
     for where in ("/proc/self/fd", "/dev/fd"):
@@ -301,21 +331,18 @@ class LocalExecutor(Executor):
         self._queue: collections.deque[_Task] = collections.deque()
         self._by_future: dict[concurrent.futures.Future[Verdict], _Task] = {}
         self._ids = itertools.count(1)
-        self._wake_r, self._wake_w = os.pipe()
+        self._wake_r = self._wake_w = -1
         self._closing = False
         self._ends: list[multiprocessing.connection.Connection] = []  # the parent's ends of the workers' pipes
         self._pool: list[_Worker] = []
         try:
+            self._wake_r, self._wake_w = os.pipe()
             self._start_pool(memory_limit)
-        except BaseException:  # Ctrl-C while they start, too: none of them outlives this
-            for w in self._pool:
-                w.process.kill()
-            for w in self._pool:
-                w.process.join()
-                w.conn.close()
-                w.cancel_slot.close()
-            os.close(self._wake_r)
-            os.close(self._wake_w)
+        except BaseException as exc:  # Ctrl-C while they start, too: none of them outlives this
+            self._abandon()
+            if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+                limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                raise OpenFilesLimit(limit, (_open_files() or 3) + FD_WORKER + FD_CHECK) from None
             raise
         self._thread = threading.Thread(target=self._loop, name="ireereduce-executor", daemon=True)
         self._thread.start()
@@ -392,6 +419,18 @@ class LocalExecutor(Executor):
         os.close(self._wake_w)
         atexit.unregister(self.close)
 
+    def _abandon(self) -> None:
+        """A pool that failed to start: kill what it started, close what it opened."""
+        for w in self._pool:
+            w.process.kill()
+        for w in self._pool:
+            w.process.join()
+            w.conn.close()
+            w.cancel_slot.close()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+
     # -- the dispatcher thread --------------------------------------------------------
     def _start_pool(self, memory_limit: int | None) -> None:
         """The workers, as many as the open-files limit allows. Its soft value is raised
@@ -402,6 +441,8 @@ class LocalExecutor(Executor):
         before = _open_files()
         self._add_worker()
         after = _open_files()
+        if limit is not None and after is not None and after + FD_CHECK > limit:
+            raise OpenFilesLimit(limit, after + FD_CHECK)
         if limit is not None and before is not None and after is not None:
             cost = max(1, after - before)
             room = 1 + max(0, limit - after - FD_RESERVE) // cost
@@ -431,17 +472,24 @@ class LocalExecutor(Executor):
 
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe()
-        slot = _Slot()
-        inherited = [*self._ends, parent]  # the worker closes its copies (`_worker_main`)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
-            process = self._ctx.Process(
-                target=_worker_main,
-                args=(self.oracle, child, slot, inherited, os.getpid()),
-                daemon=True,
-                name="ireereduce-worker",
-            )
-            process.start()
+        opened: list[Any] = [parent, child]
+        try:  # out of open files (`OpenFilesLimit`): none of them is left open
+            slot = _Slot()
+            opened.append(slot)
+            inherited = [*self._ends, parent]  # the worker closes its copies (`_worker_main`)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # 3.12: fork with threads
+                process = self._ctx.Process(
+                    target=_worker_main,
+                    args=(self.oracle, child, slot, inherited, os.getpid()),
+                    daemon=True,
+                    name="ireereduce-worker",
+                )
+                process.start()
+        except BaseException:
+            for each in opened:
+                each.close()
+            raise
         child.close()
         slot.close_reader()
         self._ends.append(parent)

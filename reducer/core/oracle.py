@@ -230,10 +230,14 @@ def _locked_run_dir(sweep_at_end: bool = True) -> Iterator[tuple[str, str]]:
     try:
         yield run_dir, tag
     finally:
-        if sweep_at_end:
-            sweep(RUN_TAG_ENV, tag)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        os.close(lock)
+        try:
+            if sweep_at_end:
+                sweep(RUN_TAG_ENV, tag)
+        except OSError as exc:  # no file left to scan /proc with (ulimit -n): the directory still goes
+            log.warning("could not look for the checks' processes left running: %s", exc)
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            os.close(lock)
 
 
 def _remove_stale_runs() -> None:

@@ -21,7 +21,7 @@ from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
 from reducer.core.engine import Engine
-from reducer.core.executor import Executor
+from reducer.core.executor import Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict, run_scope
 from reducer.core.state import Busy, OutputLock
 from reducer.core.strategy import Strategy
@@ -35,6 +35,7 @@ from reducer.session.settings import (
     EXIT_BUSY,
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_CHANGED_FILES,
+    EXIT_EXECUTOR,
     EXIT_USAGE,
     Findings,
     Flaky,
@@ -71,6 +72,10 @@ from reducer.session.wiring import (
 
 log = logging.getLogger(__name__)
 
+#: Files a run holds open besides its executor's: the output's lock, the run directory's
+#: lock, the journal, and one being written.
+RUN_FILES = 4
+
 
 def reduce_file(
     settings: Settings, executor_factory: type[Executor] | None = None, monitor: Monitor | None = None
@@ -81,6 +86,10 @@ def reduce_file(
     _check_settings(settings)
     check_paths(settings)
     _say_unusable_tmpdir()
+    try:
+        check_open_files(RUN_FILES)
+    except OpenFilesLimit as exc:
+        raise UserError(EXIT_EXECUTOR, str(exc)) from None
     raw = settings.text if settings.text is not None else read_input(settings.input)
     output = settings.output or default_output(settings.input)
     lock = OutputLock(output, lock_path(output))  # beside the file a link leads to: one lock for both

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from reducer.core.engine import Engine
-from reducer.core.executor import Executor, LocalExecutor
+from reducer.core.executor import Executor, LocalExecutor, OpenFilesLimit
 from reducer.core.oracle import Oracle, ScriptOracle
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
@@ -272,7 +272,10 @@ def _local(settings: Settings, oracle: Oracle | None) -> Executor:
             f"{' and '.join(given)} go with --executor dask; the local executor would ignore "
             f"{'it' if len(given) == 1 else 'them'}",
         )
-    return LocalExecutor(oracle, settings.workers(), settings.memory_limit)
+    try:
+        return LocalExecutor(oracle, settings.workers(), settings.memory_limit)
+    except OpenFilesLimit as exc:
+        raise UserError(EXIT_EXECUTOR, str(exc)) from None
 
 
 def _dask(settings: Settings, oracle: Oracle | None) -> Executor:
