@@ -178,8 +178,9 @@ def _tagged(tmp: Path, checks_only: bool = False) -> list[int]:
     for p in psutil.process_iter():
         try:
             environ = p.environ()
+            where = environ.get("TMPDIR", "")
             if (
-                environ.get("TMPDIR") == str(tmp)
+                (where == str(tmp) or where.startswith(f"{tmp}/"))  # a check's is its own temp dir, in tmp
                 and (CHECK_TAG_ENV in environ or not checks_only)
                 and p.status() != psutil.STATUS_ZOMBIE
             ):

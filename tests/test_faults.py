@@ -80,7 +80,8 @@ def error_line(stderr: str) -> str:
 
 
 def ours(case: Path) -> list[int]:
-    """Processes started by a run of this test (they inherit TMPDIR)."""
+    """Processes started by a run of this test (they inherit TMPDIR; a check's points
+    into its own temp dir, under the run's)."""
     needle = f"TMPDIR={case / 'tmp'}".encode()
     found = []
     for entry in os.scandir("/proc"):
@@ -90,7 +91,7 @@ def ours(case: Path) -> list[int]:
                 state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:
                 continue
-            if needle in environ.split(b"\0") and state != "Z":
+            if any(v == needle or v.startswith(needle + b"/") for v in environ.split(b"\0")) and state != "Z":
                 found.append(int(entry.name))
     return found
 

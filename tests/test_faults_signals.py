@@ -187,3 +187,38 @@ def test_a_low_open_files_limit_that_fits_one_worker_runs_on_fewer(case: Path):
     assert len(warned) == 1 and "running 1 checks at once" in warned[0], proc.stderr
     assert "negf" not in (case / "input.reduced.mlir").read_text()
     assert_clean(case)
+
+
+# -- what checks leave in their temp dir ----------------------------------------------
+def test_what_a_check_leaves_in_its_tmpdir_goes_with_it(case: Path):
+    """iree-compile killed mid-run leaves its `*_dispatch_*.o` in $TMPDIR. A check's
+    TMPDIR (TMP, TEMP) is its own temp dir, removed with it: nothing reaches the user's."""
+    seen = case / "seen"
+    make_script(
+        case / "check.sh",
+        f'echo "$TMPDIR $TMP $TEMP" >> {seen}; touch "$TMPDIR/m_dispatch_0.o" "$TMP/a" "$TEMP/b"; '
+        f'mkdir "$TMPDIR/sub"; grep -q math.exp "$1"',
+    )
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    run_dir = case / "tmp"
+    for line in seen.read_text().splitlines():
+        tmpdir, tmp, temp = line.split()
+        assert tmpdir == tmp == temp and tmpdir.startswith(f"{run_dir}/ireereduce-run-"), line
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+def test_what_a_stopped_check_leaves_in_its_tmpdir_goes_with_it(case: Path):
+    """The same for checks stopped mid-run (the run interrupted, the check killed)."""
+    (case / "input.mlir").write_text(BIG)
+    pids = case / "pids"
+    make_script(
+        case / "check.sh",
+        f'touch "$TMPDIR/m_dispatch_0.o"; [ "$(grep -c negf "$1")" -lt 40 ] && '
+        f'{{ echo $$ >> {pids}; sleep 30; }}; grep -q math.exp "$1"',
+    )
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", "--strategies", "drop-ops")
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= 2)
+    proc.send_signal(signal.SIGTERM)
+    _stopped_cleanly(proc, case, BIG)

@@ -323,6 +323,9 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     scoped = _task_scope.get()
     env = dict(os.environ) if scoped is None else dict(os.environ, **{RUN_DIR_ENV: scoped[0], RUN_TAG_ENV: scoped[1]})
     check_tag = env[CHECK_TAG_ENV] = f"{env.get(RUN_TAG_ENV, 'none')}/{os.getpid()}/{next(_checks)}"
+    # What the check's tools leave in their temp dir (iree-compile's objects, when it is
+    # killed) goes with the candidate's directory, not into the user's.
+    env["TMPDIR"] = env["TMP"] = env["TEMP"] = tmp
     limits = _limits.get()
     memory = limits.memory if limits is not None else 0
     earlier = processes.children() if processes.reaping() else frozenset()
