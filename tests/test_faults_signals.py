@@ -222,3 +222,65 @@ def test_what_a_stopped_check_leaves_in_its_tmpdir_goes_with_it(case: Path):
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= 2)
     proc.send_signal(signal.SIGTERM)
     _stopped_cleanly(proc, case, BIG)
+
+
+# -- a stopped Dask run ------------------------------------------------------------------
+DASK = ["--executor", "dask", "-j", "2", "--strategies", "drop-ops"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_dask_run_stopped_by_a_group_signal_is_one_line_and_leaves_nothing(case: Path, signum: int):
+    """Ctrl-C reaches the embedded cluster's workers too: they printed tracebacks, and were
+    gone before the run removed the check script it had installed in their temp dir."""
+    (case / "input.mlir").write_text(BIG)
+    pids = case / "pids"
+    make_script(case / "check.sh", HANG.format(pids=pids))
+    proc = start(case, "input.mlir", "--check", "check.sh", *DASK, start_new_session=True)
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= 2, 120)
+    os.killpg(proc.pid, signum)
+    err = _stopped_cleanly(proc, case, BIG)
+    assert not [ln for ln in err.splitlines() if "ERROR" in ln or "Warning" in ln], err
+
+
+def test_what_a_dask_run_killed_with_sigkill_leaves_the_next_run_removes(case: Path):
+    """kill -9 of the main process left the installed check (`ireereduce-check-*`) and
+    multiprocessing's `pymp-*` (the fork server's socket) in TMPDIR for good."""
+    (case / "input.mlir").write_text(BIG)
+    pids = case / "pids"
+    make_script(case / "check.sh", HANG.format(pids=pids))
+    proc = start(case, "input.mlir", "--check", "check.sh", *DASK, "--no-state")
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= 2, 120)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert any(p.name.startswith("ireereduce-run-") for p in (case / "tmp").iterdir())
+    make_script(case / "next.sh", 'grep -q math.exp "$1"')
+    done = cli(case, "input.mlir", "--check", "next.sh", "-j", "1", "--no-state")
+    assert done.returncode == 0, done.stderr
+    assert (case / "input.mlir").read_text() == BIG
+    assert_clean(case)
+
+
+def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path: Path):
+    """What a signal to the process group does to a worker of the embedded cluster and to
+    the fork server that starts them, alone: both go on, and the next check runs on the
+    same worker (one that died of it printed a traceback, and a restarted one is slow)."""
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.oracle import ScriptOracle, run_scope
+
+    ran = tmp_path / "ran"
+    check = make_script(tmp_path / "check.sh", f"echo $PPID >> {ran}; exit 0")
+    with run_scope():
+        ex = DaskExecutor(ScriptOracle(str(check), "in.mlir", 60.0), 1)
+        try:
+            assert ex.submit(b"a").result().interesting
+            worker = psutil.Process(int(ran.read_text()))
+            server = worker.parent()
+            assert server is not None and "forkserver" in " ".join(server.cmdline())
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                for process in (worker, server):
+                    process.send_signal(signum)
+            assert ex.submit(b"b").result().interesting
+            assert server.is_running() and server.status() != psutil.STATUS_ZOMBIE
+        finally:
+            ex.close()
+    assert ran.read_text().split() == [str(worker.pid)] * 2

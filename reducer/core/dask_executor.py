@@ -22,8 +22,12 @@ import concurrent.futures
 import contextlib
 import hashlib
 import logging
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
+import multiprocessing.util
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -47,9 +51,10 @@ from reducer.core.oracle import (
     Verdict,
     judge,
     never,
+    note_outside,
     task_scope,
 )
-from reducer.core.processes import become_subreaper
+from reducer.core.processes import STOP_SIGNALS, become_subreaper, stops_deferred
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +85,35 @@ LOCAL_CLUSTER_CONFIG = {
 _installs_lock = threading.Lock()
 _installs_in_use: Counter[str] = Counter()
 _installs_closed: set[str] = set()
+
+
+#: Imported first in the embedded cluster's worker processes (see the module).
+WORKER_SETUP = "reducer.core.dask_worker"
+
+
+def _preload_in_fork_server(module: str) -> None:
+    """Add module to what the fork server imports before it forks a worker, after the
+    modules distributed puts there (to start workers faster). Read from the fork
+    server's state: multiprocessing has no getter, and a setter replaces the list."""
+    from distributed.utils import get_mp_context
+
+    context = get_mp_context()
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    preloaded = list(getattr(server, "_preload_modules", None) or ["distributed"])
+    if module not in preloaded:
+        context.set_forkserver_preload([module, *preloaded])
+
+
+def _start_fork_server() -> None:
+    """multiprocessing's resource tracker and the fork server, started from this thread,
+    whose stop signals are blocked (`stops_deferred`): they start with them blocked, and
+    the workers the server forks take them once they leave them to the main process. (A
+    fork server started by the cluster's own thread died of a Ctrl-C as it started: the
+    tracker's start, there first, unblocks SIGINT and SIGTERM in the thread that starts
+    it, hence the block again here after it.)"""
+    multiprocessing.resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    multiprocessing.forkserver.ensure_running()
 
 
 class ExecutorUnavailable(Exception):
@@ -177,8 +211,12 @@ def ship(oracle: Oracle, check_files: Sequence[str] = (), owner: str = "") -> Or
 
 
 def _installed_dir(dirname: str) -> str:
-    """Where a copy is installed on this machine: in the worker's temp dir, not the client's."""
-    return os.path.join(tempfile.gettempdir(), dirname)
+    """Where a copy is installed on this machine: in the worker's temp dir, not the client's;
+    in the run's directory for a worker inside the run's scope (the embedded cluster), so
+    that whatever stops the run (a kill -9 included) the copy goes with that directory."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    base = run_dir if run_dir is not None and os.path.isdir(run_dir) else tempfile.gettempdir()
+    return os.path.join(base, dirname)
 
 
 def _remove_installed(dirname: str) -> None:
@@ -203,6 +241,9 @@ def _run_task(data: bytes, oracle: Oracle, memory: int = 0) -> Verdict | None:
     `distributed.Event` read did."""
     from distributed import get_worker
 
+    # A thread started before the worker's preload may have the stop signals blocked
+    # (`stops_deferred`): its checks would inherit that through exec.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     try:
         worker = get_worker()
     except ValueError:  # not in a worker's thread (a process-pool executor): no way to know
@@ -249,12 +290,19 @@ class DaskExecutor(Executor):
         self._scratch: str | None = None
         try:
             if scheduler is None:
-                self._start_local_cluster(workers)
-                self.client = Client(self._cluster, timeout=CONNECT_TIMEOUT)
+                # Ctrl-C while it starts is taken once it has: half started, nobody closes it.
+                # Its processes (the fork server, the resource tracker) start with the stop
+                # signals blocked, and its workers take them once they leave them to this
+                # process (`dask_worker`): one that died of one as it started printed a traceback.
+                with stops_deferred():
+                    self._start_local_cluster(workers)
+                    self.client = Client(self._cluster, timeout=CONNECT_TIMEOUT)
             else:
                 self.client = Client(scheduler, timeout=CONNECT_TIMEOUT)
-        except Exception as exc:  # OSError, TimeoutError, or a LocalCluster that failed to start
+        except BaseException as exc:  # OSError, TimeoutError, a LocalCluster that failed to start; Ctrl-C
             self._close_cluster()
+            if not isinstance(exc, Exception):
+                raise
             where = f"the Dask scheduler at {scheduler}" if scheduler else "a local Dask cluster"
             raise ExecutorUnavailable(f"cannot reach {where}: {exc}") from None
         slots = sum(self.client.nthreads().values())
@@ -292,15 +340,26 @@ class DaskExecutor(Executor):
         self._scratch = tempfile.mkdtemp(prefix="ireereduce-dask-", dir=parent)
         # The scheduler's and the workers' (restarted ones too) scratch space follow it.
         with dask.config.set(LOCAL_CLUSTER_CONFIG, temporary_directory=self._scratch):
+            _preload_in_fork_server(WORKER_SETUP)
+            _start_fork_server()
             self._cluster = LocalCluster(
                 n_workers=max(1, workers),
                 threads_per_worker=1,
                 processes=True,
                 host="127.0.0.1",
                 dashboard_address=None,
-                silence_logs=logging.ERROR,
+                # A worker closing with the cluster may log a heartbeat that failed
+                # meanwhile as an error (with its traceback): nothing a user can act on.
+                silence_logs=logging.CRITICAL,
                 resources=self.resources or None,
+                preload=[WORKER_SETUP],
+                # No dashboard, and its HTTP server on a free port: on 8787, taken by another
+                # run, it printed a warning.
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             )
+        # The fork server's socket is in this process's multiprocessing temp dir, outside
+        # the run's: a run killed with SIGKILL leaves it to the next run's sweep.
+        note_outside(multiprocessing.util.get_temp_dir())
 
     def _shipped_form(self, oracle: Oracle) -> Oracle:
         """Each oracle's shipped form, read from disk once. Every task carries it inline,

@@ -177,6 +177,21 @@ def run_scope() -> Iterator[str]:
 #: Where a run directory is made before it is locked and renamed (`_locked_run_dir`).
 STAGING_PREFIX = "ireereduce-new-"
 STAGING_STALE = 60.0
+#: In a run directory: what the run made next to it in the temp dir (`note_outside`).
+OUTSIDE_NOTE = ".outside"
+
+
+def note_outside(path: str) -> None:
+    """Something this process made directly in the temp dir, outside its run's directory
+    (the multiprocessing temp dir of a process that started a Dask cluster), noted in the
+    run's directory: removed by the sweep of a run killed with SIGKILL, like the
+    directory. (A run that ends leaves it to whoever made it.)"""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if run_dir is None or not os.path.isdir(run_dir):
+        return
+    with contextlib.suppress(OSError), open(os.path.join(run_dir, OUTSIDE_NOTE), "a") as f:
+        f.write(os.path.abspath(path) + "\n")
+
 
 #: A task's own run directory and tag (`task_scope`), for the thread running it.
 _task_scope: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("task_scope", default=None)
@@ -236,6 +251,10 @@ def _locked_run_dir(sweep_at_end: bool = True) -> Iterator[tuple[str, str]]:
         except OSError as exc:  # no file left to scan /proc with (ulimit -n): the directory still goes
             log.warning("could not look for the checks' processes left running: %s", exc)
         finally:
+            # First: a note left by a removal that failed halfway would name what this
+            # process, still alive, goes on using.
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(run_dir, OUTSIDE_NOTE))
             shutil.rmtree(run_dir, ignore_errors=True)
             os.close(lock)
 
@@ -267,7 +286,21 @@ def _remove_stale_runs() -> None:
         finally:
             os.close(fd)
         sweep(RUN_TAG_ENV, entry.name)
+        _remove_noted(entry.path, base)
         shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _remove_noted(run_dir: str, base: str) -> None:
+    """What a dead run noted it made outside its directory: only entries of the temp dir
+    itself, never anything further away."""
+    try:
+        with open(os.path.join(run_dir, OUTSIDE_NOTE)) as f:
+            noted = f.read().splitlines()
+    except OSError:
+        return
+    for path in noted:
+        if os.path.dirname(path) == os.path.abspath(base) and os.path.basename(path) not in ("", ".", ".."):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep(variable: str, value: str) -> int:

@@ -43,12 +43,25 @@ def _parents_to_handle(_signum: int, _frame: object) -> None:
 
 @contextlib.contextmanager
 def stops_deferred() -> Iterator[None]:
-    """While this thread forks a worker: the stop signals blocked, so the child starts
-    with them pending until `leave_stops_to_parent`, instead of dying of one (or of the
-    parent's handler) before it installed its own. In the main thread their handlers
-    only note them meanwhile, and a noted one is raised again after: a handler that
-    raises KeyboardInterrupt inside the fork's at-fork callbacks has it swallowed
-    ("Exception ignored"), and the run would go on as if never stopped."""
+    """While this thread starts worker processes: the stop signals blocked, so a child
+    (and a thread started meanwhile, and what it starts) starts with them pending until
+    `leave_stops_to_parent`, instead of dying of one (or of the parent's handler) before
+    it installed its own; and held (`stops_held`)."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        with stops_held():
+            yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+@contextlib.contextmanager
+def stops_held() -> Iterator[None]:
+    """In the main thread: the stop signals' handlers only note them during the block, and
+    one noted is raised again as it ends. A handler that raises KeyboardInterrupt inside
+    a fork's at-fork callbacks has it swallowed ("Exception ignored"), and the run would
+    go on as if never stopped; one raised while a Dask cluster starts leaves that cluster
+    starting with nobody to close it."""
     came: list[int] = []
     held: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -57,14 +70,10 @@ def stops_deferred() -> Iterator[None]:
             if callable(old):
                 held[signum] = old
                 signal.signal(signum, lambda got, _frame: came.append(got))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield
     finally:
-        try:
-            _restore(held)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        _restore(held)
         for noted in dict.fromkeys(came):
             signal.raise_signal(noted)
 
