@@ -224,6 +224,28 @@ def test_what_a_stopped_check_leaves_in_its_tmpdir_goes_with_it(case: Path):
     _stopped_cleanly(proc, case, BIG)
 
 
+def test_a_keyboard_interrupt_python_swallows_is_raised_again():
+    """A stop signal's KeyboardInterrupt raised inside a garbage collector callback, a
+    `__del__` or an at-fork callback is only reported ("Exception ignored in ..."): with
+    an embedded Dask cluster (whose scheduler watches every collection) a Ctrl-C was
+    lost so, and the run went on to exit 0. It comes again a moment later."""
+    from reducer.core.processes import interrupts_kept
+
+    class Swallowed:
+        def __del__(self) -> None:
+            raise KeyboardInterrupt  # what the handler does, where Python cannot pass it on
+
+    before = sys.unraisablehook
+    waited = 0
+    with pytest.raises(KeyboardInterrupt):  # noqa: PT012  (raised while the loop waits)
+        with interrupts_kept():
+            Swallowed()
+            while waited < 6000:  # a guard: raised again after INTERRUPT_AGAIN
+                time.sleep(0.01)
+                waited += 1
+    assert sys.unraisablehook is before
+
+
 # -- a stopped Dask run ------------------------------------------------------------------
 DASK = ["--executor", "dask", "-j", "2", "--strategies", "drop-ops"]
 

@@ -5,6 +5,7 @@ uses it)."""
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import os
@@ -76,6 +77,37 @@ def stops_held() -> Iterator[None]:
         _restore(held)
         for noted in dict.fromkeys(came):
             signal.raise_signal(noted)
+
+
+#: Seconds after which a swallowed KeyboardInterrupt is raised again (`interrupts_kept`).
+INTERRUPT_AGAIN = 0.05
+
+
+@contextlib.contextmanager
+def interrupts_kept() -> Iterator[None]:
+    """A KeyboardInterrupt that a stop signal's handler raised where Python swallows what
+    is raised (a garbage collector callback, `__del__`, an at-fork callback: "Exception
+    ignored in ...") is raised again in the main thread, at its next bytecode: else the
+    run goes on as if never stopped. (Dask's scheduler, in this process with an embedded
+    cluster, runs Python code at every garbage collection.)"""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # From another thread, a moment later: here, still inside the code that
+            # swallows, the handler would run at once, and raise where it is swallowed.
+            again = threading.Timer(INTERRUPT_AGAIN, _thread.interrupt_main)
+            again.daemon = True
+            again.start()
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        if sys.unraisablehook is hook:
+            sys.unraisablehook = previous
 
 
 def _restore(handlers: dict[int, Any]) -> None:

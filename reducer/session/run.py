@@ -23,6 +23,7 @@ from reducer.core.early import EarlyExecutor
 from reducer.core.engine import Engine
 from reducer.core.executor import Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict, run_scope
+from reducer.core.processes import interrupts_kept
 from reducer.core.state import Busy, OutputLock
 from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
@@ -104,7 +105,7 @@ def reduce_file(
         raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
     held = _Held()
     try:
-        with run_scope():
+        with run_scope(), interrupts_kept():
             result = _reduce(settings, raw, output, executor_factory, began, monitor or Monitor(), held)
     finally:
         lock.release()
