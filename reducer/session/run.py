@@ -60,6 +60,7 @@ from reducer.session.start import (
 )
 from reducer.session.wiring import (
     build_engine,
+    check_oracle,
     check_strategy_names,
     load_deferred,
     make_executor,
@@ -86,6 +87,7 @@ def reduce_file(
     settings = attrs.evolve(settings, jobs=settings.workers())
     _check_settings(settings)
     check_paths(settings)
+    check_oracle(settings)
     _say_unusable_tmpdir()
     try:
         check_open_files(RUN_FILES)

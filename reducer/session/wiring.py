@@ -239,6 +239,12 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
     return oracle
 
 
+def check_oracle(settings: Settings) -> None:
+    """The oracle's command-line errors (a quote not closed, an option of another oracle)
+    before any worker starts: its start lines would come before the one error line."""
+    make_oracle(settings, os.path.basename(settings.input) or "input.mlir", 1.0)
+
+
 def refuse_other_flags(settings: Settings, kind: OracleKind) -> None:
     """An option of another oracle (ORACLES' flags) would be ignored without a word: refused."""
     takes = {field for _, field in kind.flags}
