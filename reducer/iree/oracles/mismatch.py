@@ -5,7 +5,10 @@ being chased. The original's kind of difference (NaN or inf on one side only, op
 signs, how far apart: reducer/iree/signature.py) is kept, like a compile failure's signature:
 a candidate that differs only some other way has slipped to another bug. The inputs are generated from the compiled module's ABI declaration (read
 with iree-dump-module), never from the IR, so they follow the program as the reducer
-drops arguments and shrinks shapes: fixed values with negatives, zeros and fractions.
+drops arguments and shrinks shapes: fixed values with negatives, zeros and fractions,
+or the user's (--inputs). Each side gets them cast to its own signature's types (a
+demoted module takes f16 where the other takes f32), and the outputs are compared as
+float64 (reducer/iree/inputs.py).
 """
 
 from __future__ import annotations
@@ -19,29 +22,12 @@ import attrs
 import numpy as np
 
 from reducer.core.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
-from reducer.iree import signature
+from reducer.iree import inputs, signature
 from reducer.iree.oracles.command import Command, resolve_tool
 
-DTYPES = {
-    "f16": np.float16,
-    "f32": np.float32,
-    "f64": np.float64,
-    "i1": np.bool_,
-    "i8": np.int8,
-    "i16": np.int16,
-    "i32": np.int32,
-    "i64": np.int64,
-    "si8": np.int8,
-    "si16": np.int16,
-    "si32": np.int32,
-    "si64": np.int64,
-    "ui8": np.uint8,
-    "ui16": np.uint16,
-    "ui32": np.uint32,
-    "ui64": np.uint64,
-}
-#: What a dynamic dimension becomes in the generated inputs.
-DYNAMIC_DIM = 4
+#: Kept here for callers from before reducer/iree/inputs.py.
+DTYPES = inputs.DTYPES
+DYNAMIC_DIM = inputs.DYNAMIC_DIM
 _DECL = re.compile(r"iree\.abi\.declaration: (?:sync |async )?func @([\w$.-]+)\((.*)\) -> \((.*)\)\s*$", re.MULTILINE)
 
 
@@ -69,34 +55,20 @@ def declarations(dump: str) -> dict[str, tuple[list[str], int]]:
 
 def input_flag(t: str, k: int, tmp: str) -> str | None:
     """An --input for type t (the k-th argument): deterministic, varied values."""
-    if t == "index":
-        return "--input=5"
-    m = re.fullmatch(r"tensor<(?:(.*)x)?(\w+)>", t)
-    dims_text, element = (m.group(1), m.group(2)) if m else (None, t)
-    if element not in DTYPES:
-        return None
-    dims = [DYNAMIC_DIM if d == "?" else int(d) for d in dims_text.split("x")] if dims_text else []
-    n = int(np.prod(dims)) if dims else 1
-    values: np.ndarray = ((np.arange(n) * 37 + 11 * k) % 17 - 8) / 4.0
-    if element == "i1":
-        values = values > 0
-    elif not element.startswith("f"):
-        values = np.round(values * 4) % 7 + (0 if element.startswith("ui") else -3)
-    if m is None:  # a scalar
-        return f"--input={element}={values[0] if element.startswith('f') else int(values[0])}"
-    path = os.path.join(tmp, f"input{k}.npy")
-    np.save(path, values.astype(DTYPES[element]).reshape(dims))
-    return f"--input=@{path}"
+    value = inputs.generated(t, k)
+    return None if value is None else inputs.flag(value, t, os.path.join(tmp, f"input{k}.npy"))
 
 
-def _describe(t: str, flag: str) -> str:
-    """An input as a report shows it: the values when few, else how they were made."""
-    if flag.startswith("--input=@"):
-        values = np.load(flag[len("--input=@") :])
-        if values.size <= 16:
-            return f"{t} = {np.array2string(values.ravel(), separator=', ')}"
-        return f"{t} = ((i * 37 + 11 * k) % 17 - 8) / 4"
-    return f"{t} = {flag.split('=', 2)[-1]}"
+@attrs.define
+class Side:
+    """One configuration compiled and run: its outputs, or why it failed."""
+
+    seconds: float = 0.0
+    failed: tuple[str, int | None, str] | None = None  # outcome, exit code, detail
+    function: str = ""
+    values: list[np.ndarray] | None = None  # the inputs, before the cast to this side's types
+    described: str = ""
+    outputs: list[np.ndarray] = attrs.Factory(list)
 
 
 @attrs.frozen
@@ -114,40 +86,22 @@ class MismatchOracle(Oracle):
     atol: float = 1e-4
     allow_slippage: bool = False  # any difference counts, not only the original's kind
     expected: signature.Signature | None = None  # the original's, once calibrated
+    given: tuple[bytes, ...] = ()  # --inputs, as .npy bytes: they travel with the oracle
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
-            outputs = []
-            seconds = 0.0
+            sides: list[Side] = []
+            values = self.values()
             for side, command in (("a", self.compile), ("b", self.against)):
-                vmfb = os.path.join(tmp, f"{side}.vmfb")
-                r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout, cancel=cancel)
-                seconds += r.seconds
-                if r.returncode != 0:
-                    return self._verdict(
-                        "timeout" if r.timed_out else "run failed", r.returncode, seconds, f"compile {side}: {r.stderr}"
-                    )
-                if side == "a":
-                    entry = self._entry(vmfb, tmp)
-                    if entry is None:
-                        return self._verdict("run failed", r.returncode, seconds, "no exported function to run")
-                    function, types, n_out = entry
-                    made = [input_flag(t, k, tmp) for k, t in enumerate(types)]
-                    inputs = [flag for flag in made if flag is not None]
-                    if len(inputs) < len(made):
-                        return self._verdict("run failed", 1, seconds, f"cannot make inputs for {types}")
-                    described = "; ".join(_describe(t, flag) for t, flag in zip(types, inputs))
-                files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
-                argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={function}", *inputs]
-                argv += [f"--output=@{f}" for f in files]
-                r = run_in(argv, tmp, self.timeout, cancel=cancel)
-                seconds += r.seconds
-                if r.returncode != 0 or not all(os.path.exists(f) for f in files):
-                    return self._verdict(
-                        "timeout" if r.timed_out else "run failed", r.returncode, seconds, f"run {side}: {r.stderr}"
-                    )
-                outputs.append([np.load(f) for f in files])
-        a, b = outputs
+                ran = self.side(side, command, path, tmp, values, cancel)
+                sides.append(ran)
+                if ran.failed is not None:
+                    outcome, rc, detail = ran.failed
+                    return self._verdict(outcome, rc, sum(s.seconds for s in sides), detail)
+                values = ran.values
+        seconds = sum(s.seconds for s in sides)
+        function, described = sides[0].function, sides[0].described
+        a, b = sides[0].outputs, sides[1].outputs  # compared as float64, whatever each side's types
         if not a:
             return self._verdict("same outputs", 0, seconds, "the function returns nothing")
         sig = signature.numeric(a, b, self.rtol, self.atol)
@@ -170,6 +124,64 @@ class MismatchOracle(Oracle):
         if self.expected is not None and not self.allow_slippage and not sig.matches(self.expected):
             return self._verdict("different bug", 0, seconds, f"{detail}\nnot {self.expected.describe()}", sig)
         return self._verdict("interesting", 0, seconds, detail, sig)
+
+    def values(self) -> list[np.ndarray] | None:
+        """The user's inputs (--inputs), or None: made from the first side's signature."""
+        return [inputs.from_bytes(b) for b in self.given] if self.given else None
+
+    def side(
+        self,
+        side: str,
+        command: Command,
+        path: str,
+        tmp: str,
+        values: list[np.ndarray] | None,
+        cancel: CancelFn = never,
+        extra: tuple[str, ...] = (),
+    ) -> Side:
+        """Compile and run one configuration on values, cast to ITS signature's types
+        (made from that signature when None); `extra` goes to iree-run-module."""
+        done = Side()
+        vmfb = os.path.join(tmp, f"{side}.vmfb")
+        r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout, cancel=cancel)
+        done.seconds += r.seconds
+        if r.returncode != 0:
+            done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"compile {side}: {r.stderr}")
+            return done
+        entry = self._entry(vmfb, tmp)
+        if entry is None:
+            done.failed = ("run failed", r.returncode, "no exported function to run")
+            return done
+        done.function, types, n_out = entry
+        made = values is None
+        if values is None:
+            generated = [inputs.generated(t, k) for k, t in enumerate(types)]
+            if any(v is None for v in generated):
+                done.failed = ("run failed", 1, f"cannot make inputs for {types}")
+                return done
+            values = [v for v in generated if v is not None]
+        done.values = values
+        try:
+            if len(values) != len(types):
+                raise inputs.Unfit(f"it takes {len(types)} arguments, not {len(values)}")
+            flags = [
+                inputs.flag(v, t, os.path.join(tmp, f"{side}-input{k}.npy"))
+                for k, (t, v) in enumerate(zip(types, values))
+            ]
+        except inputs.Unfit as exc:
+            done.failed = ("run failed", 1, f"run {side}: @{done.function}({', '.join(types)}): {exc}")
+            return done
+        done.described = "; ".join(inputs.describe(t, inputs.cast(v, t), not made) for t, v in zip(types, values))
+        files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
+        argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={done.function}", *flags]
+        argv += [f"--output=@{f}" for f in files] + list(extra)
+        r = run_in(argv, tmp, self.timeout, cancel=cancel)
+        done.seconds += r.seconds
+        if r.returncode != 0 or not all(os.path.exists(f) for f in files):
+            done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"run {side}: {r.stderr}")
+            return done
+        done.outputs = [np.load(f) for f in files]
+        return done
 
     def calibrate(self, original: Verdict) -> MismatchOracle:
         return attrs.evolve(self, expected=signature.of_verdict(original))

@@ -1,0 +1,153 @@
+"""The values a numeric comparison feeds both configurations: generated from a compiled
+module's ABI declaration, or given by the user (`--inputs`).
+
+Each side gets the same values in its own signature's element types: a module compiled
+with --iree-input-demote-f32-to-f16 takes f16 where the other takes f32, and feeding it
+the f32 values makes iree-run-module refuse the call, so the comparison never starts.
+Values are held as numpy arrays (npy bytes where they must travel: picklable, hashable,
+recordable), cast to the side's type only when its `--input` flag is written.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import warnings
+
+import numpy as np
+
+DTYPES = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "si8": np.int8,
+    "si16": np.int16,
+    "si32": np.int32,
+    "si64": np.int64,
+    "ui8": np.uint8,
+    "ui16": np.uint16,
+    "ui32": np.uint32,
+    "ui64": np.uint64,
+}
+#: What a dynamic dimension becomes in the generated inputs.
+DYNAMIC_DIM = 4
+_TENSOR = re.compile(r"tensor<(?:(.*)x)?(\w+)>")
+#: iree-run-module's --input value syntax: [DIMSx]TYPE=VALUES.
+_GIVEN = re.compile(r"(?:((?:\d+x)*\d+)x)?(\w+)=(.*)", re.DOTALL)
+
+
+class Unfit(ValueError):
+    """A value that does not fit a side's argument type (another shape or rank)."""
+
+
+def parse(t: str) -> tuple[list[int | None] | None, str]:
+    """(dims, element) of an ABI type: dims None for a scalar, None entries dynamic."""
+    m = _TENSOR.fullmatch(t)
+    if m is None:
+        return None, t
+    dims_text, element = m.group(1), m.group(2)
+    dims = [None if d == "?" else int(d) for d in dims_text.split("x")] if dims_text else []
+    return dims, element
+
+
+def generated(t: str, k: int) -> np.ndarray | None:
+    """Deterministic, varied values for type t (the k-th argument): negatives, zeros,
+    fractions; None for a type iree-run-module's --input cannot spell."""
+    if t == "index":
+        return np.array(5, dtype=np.int64)
+    dims, element = parse(t)
+    if element not in DTYPES:
+        return None
+    shape = [DYNAMIC_DIM if d is None else d for d in dims or []]
+    n = int(np.prod(shape)) if shape else 1
+    values: np.ndarray = ((np.arange(n) * 37 + 11 * k) % 17 - 8) / 4.0
+    if element == "i1":
+        values = values > 0
+    elif not element.startswith("f"):
+        values = np.round(values * 4) % 7 + (0 if element.startswith("ui") else -3)
+    return values.astype(DTYPES[element]).reshape(shape)
+
+
+def cast(value: np.ndarray, t: str) -> np.ndarray:
+    """value in type t's element type; Unfit if its shape does not fit t's."""
+    if t == "index":
+        if value.size != 1:
+            raise Unfit(f"{t} takes one value, not {value.size}")
+        return value.reshape(()).astype(np.int64)
+    dims, element = parse(t)
+    if element not in DTYPES:
+        raise Unfit(f"iree-run-module cannot take {t}")
+    if dims is None:
+        if value.size != 1:
+            raise Unfit(f"{t} takes one value, not {value.size}")
+        value = value.reshape(())
+    elif len(dims) != value.ndim or any(d is not None and d != n for d, n in zip(dims, value.shape)):
+        raise Unfit(f"{t} does not take shape {'x'.join(map(str, value.shape)) or 'scalar'}")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # f32 past f16's range becomes inf, as on the device
+        warnings.simplefilter("ignore")
+        return value.astype(DTYPES[element])
+
+
+def flag(value: np.ndarray, t: str, path: str) -> str:
+    """The --input flag giving value to an argument of type t (a .npy at path for a tensor)."""
+    value = cast(value, t)
+    if t == "index":
+        return f"--input={int(value)}"
+    dims, element = parse(t)
+    if dims is None:
+        scalar = value.item()
+        return f"--input={element}={int(scalar) if not element.startswith('f') else scalar}"
+    np.save(path, value)
+    return f"--input=@{path}"
+
+
+def describe(t: str, value: np.ndarray, given: bool) -> str:
+    """An input as a report shows it: the values when few, else how they were made."""
+    if value.ndim == 0:
+        return f"{t} = {value.item()}"
+    if value.size <= 16:
+        return f"{t} = {np.array2string(value.ravel(), separator=', ')}"
+    return f"{t} = " + ("given" if given else "((i * 37 + 11 * k) % 17 - 8) / 4")
+
+
+def to_bytes(value: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, value, allow_pickle=False)
+    return out.getvalue()
+
+
+def from_bytes(blob: bytes) -> np.ndarray:
+    return np.asarray(np.load(io.BytesIO(blob), allow_pickle=False))
+
+
+def given(entry: str, base: str = ".") -> np.ndarray:
+    """One --inputs entry: a .npy file (also as iree-run-module's '@file.npy'), or a
+    value in iree-run-module's --input syntax ('2x3xf32=1 2 3 4 5 6', 'f32=0.5'; one
+    value fills the tensor). ValueError says what is wrong with it."""
+    text = entry[len("--input=") :] if entry.startswith("--input=") else entry
+    m = _GIVEN.fullmatch(text)
+    if m is None or text.startswith("@"):
+        path = os.path.join(base, text.lstrip("@"))
+        try:
+            return np.asarray(np.load(path, allow_pickle=False))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read {text.lstrip('@')!r} as a .npy file: {exc}") from None
+    dims_text, element, values_text = m.groups()
+    if element not in DTYPES:
+        raise ValueError(f"{entry!r}: unknown element type {element!r}")
+    shape = [int(d) for d in dims_text.split("x")] if dims_text else []
+    words = [w for w in re.split(r"[\s,\[\]]+", values_text) if w]
+    n = int(np.prod(shape)) if shape else 1
+    if len(words) not in (1, n):
+        raise ValueError(f"{entry!r}: {len(words)} values for {n} elements")
+    try:
+        numbers = np.array([float(w) if element.startswith("f") else int(w, 0) for w in words])
+    except ValueError as exc:
+        raise ValueError(f"{entry!r}: {exc}") from None
+    return np.broadcast_to(numbers, (n,)).astype(DTYPES[element]).reshape(shape)
