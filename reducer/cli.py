@@ -127,6 +127,12 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("--run", "runner", default=DEFAULTS["runner"], show_default=True, help="How --mismatch runs a module.")
 @click.option("--function", help="With --mismatch: the function to run [default: main, else the first export].")
 @click.option(
+    "--inputs",
+    metavar="A.npy,B.npy",
+    multiple=True,
+    help="With --mismatch: the inputs to use, not generated ones: .npy files, or an iree-run-module --input value (2x3xf32=1 2 3 4 5 6) per option.",
+)
+@click.option(
     "--rtol", type=float, default=DEFAULTS["rtol"], show_default=True, help="With --mismatch: relative tolerance."
 )
 @click.option(

@@ -26,7 +26,7 @@ from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
 from reducer.session.files import check_script, script_and_args
 from reducer.session.finish import FINAL_CONFIRM
-from reducer.session.settings import EXIT_BAD_CHECK, EXIT_EXECUTOR, EXIT_USAGE, Settings, UserError
+from reducer.session.settings import EXIT_BAD_CHECK, EXIT_BAD_INPUT, EXIT_EXECUTOR, EXIT_USAGE, Settings, UserError
 
 if TYPE_CHECKING:
     from reducer.iree.oracles.command import Command
@@ -143,7 +143,20 @@ def _mismatch(settings: Settings, basename: str, timeout: float) -> Oracle:
         settings.rtol,
         settings.atol,
         allow_slippage=settings.allow_slippage,
+        given=_given(settings.inputs),
     )
+
+
+def _given(entries: Sequence[str]) -> tuple[bytes, ...]:
+    """--inputs, read now: the values travel with the oracle (to Dask workers too). An
+    entry with '=' is one iree-run-module value; others may list files: a.npy,b.npy."""
+    from reducer.iree import inputs
+
+    split = [part for e in entries for part in ([e] if "=" in e else e.split(",")) if part.strip()]
+    try:
+        return tuple(inputs.to_bytes(inputs.given(e.strip())) for e in split)
+    except ValueError as exc:
+        raise UserError(EXIT_BAD_INPUT, f"--inputs: {exc}") from None
 
 
 def _slow(settings: Settings, basename: str, timeout: float) -> Oracle:
@@ -207,6 +220,7 @@ ORACLES: dict[str, OracleKind] = {
             ("--atol", "atol"),
             ("--function", "function"),
             ("--run", "runner"),
+            ("--inputs", "inputs"),
         ),
     ),
     "slower": OracleKind(

@@ -213,7 +213,8 @@ class MismatchOracle(Oracle):
         a = self.compile.shell(input=path, output="a.vmfb")
         b = self.against.shell(input=path, output="b.vmfb")
         run = self.runner.shell()
-        return f"{a}\n{b}\n{run} --module=a.vmfb <inputs>  # and the same with b.vmfb; outputs differ beyond rtol={self.rtol:g}, atol={self.atol:g}"
+        given = " ".join(f"--input=@input{k}.npy" for k in range(len(self.given)))  # the --inputs, in order
+        return f"{a}\n{b}\n{run} --module=a.vmfb {given or '<inputs>'}  # and the same with b.vmfb; outputs differ beyond rtol={self.rtol:g}, atol={self.atol:g}"
 
     def why_not(self, verdict: Verdict) -> str:
         if verdict.outcome == "different bug" and self.expected is not None:
