@@ -221,3 +221,7 @@ def numeric(a: list[np.ndarray], b: list[np.ndarray], rtol: float, atol: float) 
         return Signature("ok", 0)
     rest = [k for k in DIFFERENCES if k in found and k != head]
     return Signature("mismatch", first, (head, *rest))
+
+
+#: Which kinds of difference two arrays show (the localisation compares dispatches with it).
+kinds = _kinds

@@ -69,6 +69,7 @@ class Side:
     values: list[np.ndarray] | None = None  # the inputs, before the cast to this side's types
     described: str = ""
     outputs: list[np.ndarray] = attrs.Factory(list)
+    stderr: str = ""  # iree-run-module's
 
 
 @attrs.frozen
@@ -138,9 +139,11 @@ class MismatchOracle(Oracle):
         values: list[np.ndarray] | None,
         cancel: CancelFn = never,
         extra: tuple[str, ...] = (),
+        keep: int = 65536,
     ) -> Side:
         """Compile and run one configuration on values, cast to ITS signature's types
-        (made from that signature when None); `extra` goes to iree-run-module."""
+        (made from that signature when None); `extra` goes to iree-run-module, whose
+        stderr (`keep` bytes of it) the result holds."""
         done = Side()
         vmfb = os.path.join(tmp, f"{side}.vmfb")
         r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout, cancel=cancel)
@@ -175,8 +178,9 @@ class MismatchOracle(Oracle):
         files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
         argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={done.function}", *flags]
         argv += [f"--output=@{f}" for f in files] + list(extra)
-        r = run_in(argv, tmp, self.timeout, cancel=cancel)
+        r = run_in(argv, tmp, self.timeout, keep, cancel=cancel)
         done.seconds += r.seconds
+        done.stderr = r.stderr
         if r.returncode != 0 or not all(os.path.exists(f) for f in files):
             done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"run {side}: {r.stderr}")
             return done

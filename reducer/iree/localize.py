@@ -1,0 +1,203 @@
+"""The first dispatch that goes wrong (shared/seeds/gpu-debugging-playbook.txt: "diff
+against the CPU dispatches one by one to isolate the problem").
+
+Both configurations are compiled with --iree-flow-trace-dispatch-tensors and run once on
+the same inputs; iree-run-module then prints every dispatch's input and output tensors
+to stderr, in execution order:
+
+    === main_dispatch_1::main_dispatch_1_matmul_4x8x8_f32 inputs ===
+    4x8xf32=[-1.00499 -0.265305 ...][...]
+
+The culprit is the first dispatch (in side a's order) whose outputs show the original's
+worst kind of difference (reducer/iree/signature.py) while its inputs show neither that
+kind nor a worse one: the bug is in it, not upstream. Dispatches are paired by order and
+shapes; when the two sides form different dispatches, what still pairs is compared and
+the result says so. Printed values have six significant digits, which is what a cut
+program (reducer/iree/cut.py) is fed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+import attrs
+import numpy as np
+
+from reducer.core.oracle import candidate_dir
+from reducer.iree import signature
+from reducer.iree.inputs import DTYPES
+from reducer.iree.oracles.mismatch import MismatchOracle
+
+TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
+_HEADER = re.compile(r"^=== (\S+) (inputs|outputs) ===\s*$")
+_VALUE = re.compile(r"((?:\d+x)*)(\w+)=(.*)")
+#: A trace has every tensor of every dispatch: keep all of iree-run-module's stderr.
+_KEEP_ALL = 1 << 40
+
+
+@attrs.define(eq=False)
+class Traced:
+    """One dispatch as it ran: its name and the tensors it read and wrote."""
+
+    name: str  # executable::entry point
+    inputs: list[np.ndarray] = attrs.Factory(list)
+    outputs: list[np.ndarray] = attrs.Factory(list)
+
+    def shapes(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        return tuple(x.shape for x in self.inputs), tuple(x.shape for x in self.outputs)
+
+
+def parse_value(text: str) -> np.ndarray | None:
+    """One printed buffer view: '4x8xf32=[1 2 ...][...]', 'f32=0.5'; None if not one."""
+    m = _VALUE.fullmatch(text.strip())
+    if m is None:
+        return None
+    shape = [int(d) for d in m.group(1).split("x") if d]
+    words = [w for w in re.split(r"[\s\[\]]+", m.group(3)) if w]
+    try:
+        values = np.array([float(w) for w in words], dtype=np.float64)
+    except ValueError:
+        return None
+    n = int(np.prod(shape)) if shape else 1
+    if values.size != n:
+        return None
+    dtype = DTYPES.get(m.group(2), np.float64)  # bf16, f8...: kept as float64
+    return values.astype(dtype).reshape(shape)
+
+
+def parse(stderr: str) -> list[Traced]:
+    """The dispatches of a traced run, in execution order."""
+    out: list[Traced] = []
+    where: list[np.ndarray] | None = None
+    for line in stderr.splitlines():
+        m = _HEADER.match(line)
+        if m:
+            name, what = m.groups()
+            if what == "inputs" or not out or out[-1].name != name or out[-1].outputs:
+                out.append(Traced(name))
+            where = out[-1].inputs if what == "inputs" else out[-1].outputs
+            continue
+        value = parse_value(line) if where is not None and line.strip() else None
+        if value is not None and where is not None:
+            where.append(value)
+    return out
+
+
+def match(a: list[Traced], b: list[Traced]) -> tuple[list[tuple[int, int]], str]:
+    """Pairs (i, j) of dispatches taken for the same work: by order and shapes. The
+    note says how far the two sides' dispatches differ ('' when they form the same)."""
+    ka, kb = [t.shapes() for t in a], [t.shapes() for t in b]
+    if ka == kb:
+        return [(i, i) for i in range(len(a))], ""
+    blocks = difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_matching_blocks()
+    pairs = [(blk.a + k, blk.b + k) for blk in blocks for k in range(blk.size)]
+    return pairs, (
+        f"the two configurations form different dispatches ({len(a)} and {len(b)}); "
+        f"{len(pairs)} paired by order and shapes"
+    )
+
+
+@attrs.define(eq=False)
+class Found:
+    """The first dispatch that goes wrong, and its worst element."""
+
+    index: int  # in side a's execution order
+    name: str
+    index_b: int
+    name_b: str
+    dispatches: int  # how many side a ran
+    kind: str  # the original's worst kind of difference, which this dispatch starts
+    output: int  # its first output showing it
+    element: tuple[int, ...]  # the worst element's index in that output
+    a_value: float
+    b_value: float
+    inputs_agree: bool  # within rtol/atol too, not only free of the kind
+    traced: Traced  # side a's, for a cut program
+    note: str = ""
+
+    def describe(self) -> str:
+        where = f"dispatch #{self.index} of {self.dispatches}: {self.name}"
+        if self.name_b != self.name or self.index_b != self.index:
+            where += f" (on b: #{self.index_b} {self.name_b})"
+        error = abs(self.a_value - self.b_value)
+        worst = (
+            f"worst error: {self.kind} at output {self.output} index {list(self.element)}: "
+            f"a = {self.a_value!r}, b = {self.b_value!r}" + (f" (|a - b| = {error:g})" if np.isfinite(error) else "")
+        )
+        inputs = "its inputs agree" if self.inputs_agree else f"its inputs differ, but not by {self.kind} or worse"
+        return "\n".join(x for x in (where, worst, inputs, self.note) if x)
+
+
+@attrs.define
+class Localized:
+    """What localisation found: the dispatch, or why the whole program stays."""
+
+    found: Found | None
+    reason: str = ""  # when found is None
+    flow: str = ""  # side a's IR at --compile-to=flow, for cutting
+    seconds: float = 0.0
+
+
+def worst(x: np.ndarray, y: np.ndarray, rtol: float, atol: float) -> tuple[int, ...]:
+    """The element of x and y furthest apart: a NaN or inf on one side only counts as infinitely far."""
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    with np.errstate(all="ignore"):
+        err = np.abs(x64 - y64)
+    err = np.where(np.isnan(x64) != np.isnan(y64), np.inf, np.nan_to_num(err, nan=0.0, posinf=np.inf))
+    err = np.where(np.isclose(x64, y64, rtol=rtol, atol=atol, equal_nan=True), -1.0, err)
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), x.shape)) if x.shape else ()
+
+
+def first_wrong(
+    a: list[Traced], b: list[Traced], pairs: list[tuple[int, int]], kind: str, rtol: float, atol: float
+) -> Found | None:
+    """The first pair whose outputs show `kind` while its inputs show neither it nor worse."""
+    rank = signature.DIFFERENCES.index(kind)
+    for i, j in pairs:
+        x, y = a[i], b[j]
+        ins = signature.numeric(x.inputs, y.inputs, rtol, atol)
+        if ins.kind == "mismatch" and any(signature.DIFFERENCES.index(k) <= rank for k in ins.errors):
+            continue
+        outs = signature.numeric(x.outputs, y.outputs, rtol, atol)
+        if outs.kind != "mismatch" or kind not in outs.errors:
+            continue
+        k = next(n for n, (p, q) in enumerate(zip(x.outputs, y.outputs)) if kind in signature.kinds(p, q, rtol, atol))
+        p, q = x.outputs[k], y.outputs[k]
+        element = worst(p, q, rtol, atol)
+        return Found(
+            i, x.name, j, y.name, len(a), kind, k, element, float(p[element]), float(q[element]), ins.kind == "ok", x
+        )
+    return None
+
+
+def localize(oracle: MismatchOracle, data: bytes, basename: str) -> Localized:
+    """Run both sides traced on the oracle's inputs and find the first dispatch that goes
+    wrong the original's way (the oracle's calibrated signature, else the traced run's)."""
+    with candidate_dir(data, basename) as (tmp, path):
+        values = oracle.values()
+        sides = []
+        for side, command in (("a", oracle.compile), ("b", oracle.against)):
+            ran = oracle.side(side, command.plus(TRACE_FLAG), path, tmp, values, keep=_KEEP_ALL)
+            sides.append(ran)
+            if ran.failed is not None:
+                last = ran.failed[2].strip().splitlines()[-1:] or [ran.failed[0]]
+                return Localized(None, f"the traced run failed ({last[0][:200]})", seconds=ran.seconds)
+            values = ran.values
+    seconds = sum(s.seconds for s in sides)
+    final = signature.numeric(sides[0].outputs, sides[1].outputs, oracle.rtol, oracle.atol)
+    if final.kind != "mismatch":
+        return Localized(None, "the traced programs give the same outputs", seconds=seconds)
+    kind = oracle.expected.first_error if oracle.expected is not None else final.first_error
+    ta, tb = parse(sides[0].stderr), parse(sides[1].stderr)
+    if not ta or not tb:
+        return Localized(None, "iree-run-module traced no dispatch", seconds=seconds)
+    pairs, note = match(ta, tb)
+    if not pairs:
+        return Localized(None, f"{note}; none pairs with the other side", seconds=seconds)
+    found = first_wrong(ta, tb, pairs, kind, oracle.rtol, oracle.atol)
+    if found is None:
+        why = f"no dispatch starts the difference ({kind}) from inputs without it"
+        return Localized(None, f"{note}; {why}" if note else why, seconds=seconds)
+    found.note = note
+    return Localized(found, seconds=seconds)
