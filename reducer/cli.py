@@ -126,12 +126,9 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 )
 @click.option("--run", "runner", default=DEFAULTS["runner"], show_default=True, help="How --mismatch runs a module.")
 @click.option("--function", help="With --mismatch: the function to run [default: main, else the first export].")
-@click.option(
-    "--inputs",
-    metavar="A.npy,B.npy",
-    multiple=True,
-    help="With --mismatch: the inputs to use, not generated ones: .npy files, or an iree-run-module --input value (2x3xf32=1 2 3 4 5 6) per option.",
-)
+@click.option("--inputs", multiple=True, help="With --mismatch: .npy files (a.npy,b.npy) or --input values to run on.")
+@click.option("--localize/--no-localize", default=True, help="With --mismatch: reduce the first wrong dispatch alone.")
+@click.option("--localize-only", is_flag=True, help="With --mismatch: print the first wrong dispatch, cut it out.")
 @click.option(
     "--rtol", type=float, default=DEFAULTS["rtol"], show_default=True, help="With --mismatch: relative tolerance."
 )
@@ -359,6 +356,10 @@ def main(**params: Any) -> None:
         except UserError as exc:
             _fail(exc.code, str(exc))
     settings = _only(params, _FIELDS | {"text"}) | {"verify": not params["no_verify"]}
+    if params["localize_only"]:  # no reduction: reducer/iree/localize.py
+        from reducer.session.triage import localize_only
+
+        sys.exit(localize_only(params["input_file"], settings))
     done = _reduce(source, settings, params)
     _stop_worker_logging()
     with contextlib.suppress(KeyboardInterrupt):  # the run is over; the line below says how it ended

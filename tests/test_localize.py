@@ -4,6 +4,8 @@ signature, user-given inputs, and localising the first dispatch that goes wrong.
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from conftest import needs_iree
 from programs import COMPILE
 
-from reducer.session import Settings, make_oracle
+from reducer.session import Settings, make_oracle, reduce_file
 from reducer.session.settings import EXIT_BAD_INPUT, UserError
 
 pytestmark = pytest.mark.e2e
@@ -77,3 +79,125 @@ def test_inputs_that_cannot_be_read_are_a_usage_error(tmp_path: Path):
     assert err.value.code == EXIT_BAD_INPUT and "missing.npy" in str(err.value)
     with pytest.raises(UserError, match="5 values for 6 elements"):
         make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=1 2 3 4 5"]), "model.mlir", 10.0)
+
+
+TRACE = """=== main_dispatch_0::main_dispatch_0_matmul_2x2_f32 inputs ===
+2x2xf32=[1 2][3 4]
+
+=== main_dispatch_0::main_dispatch_0_matmul_2x2_f32 outputs ===
+2x2xf32=[1 NAN][-INF 4]
+
+=== main_dispatch_1::main_dispatch_1_elementwise_4_f32 inputs ===
+4xf32=1 2 3 4
+4xi32=1 2 3 4
+
+=== main_dispatch_1::main_dispatch_1_elementwise_4_f32 outputs ===
+4xf32=0.5 1 1.5 2
+"""
+
+
+def test_a_trace_is_read_dispatch_by_dispatch():
+    from reducer.iree.localize import parse
+
+    found = parse("EXEC @main\n" + TRACE)
+    assert [t.name.split("::")[0] for t in found] == ["main_dispatch_0", "main_dispatch_1"]
+    assert found[0].outputs[0].shape == (2, 2) and np.isnan(found[0].outputs[0][0, 1])
+    assert found[0].outputs[0][1, 0] == -np.inf
+    assert [x.dtype for x in found[1].inputs] == [np.float32, np.int32] and found[1].outputs[0][3] == 2.0
+
+
+def test_dispatches_pair_by_order_and_shapes_and_say_when_they_differ():
+    from reducer.iree.localize import Traced, match
+
+    def t(*shapes: tuple[int, ...]) -> Traced:
+        return Traced("d", [np.zeros(shapes[0])], [np.zeros(s) for s in shapes[1:]])
+
+    a = [t((4,), (4,)), t((4,), (2, 2)), t((2, 2), (8,))]
+    assert match(a, list(a)) == ([(0, 0), (1, 1), (2, 2)], "")
+    b = [t((4,), (4,)), t((2, 2), (8,))]  # b fused a's middle dispatch away
+    pairs, note = match(a, b)
+    assert pairs == [(0, 0), (2, 1)] and "different dispatches (3 and 2)" in note
+    assert match(a, [t((9,), (9,))])[0] == []
+
+
+MLP_C = "iree-compile --iree-hal-target-device=local --iree-llvmcpu-target-cpu=generic --iree-hal-local-target-device-backends="
+
+
+def mlp_settings(tmp_path: Path, **more: object) -> Settings:
+    from benchmarks.models import mismatch_mlp
+
+    src = tmp_path / "mlp.mlir"
+    src.write_text(mismatch_mlp())
+    return Settings(
+        str(src),
+        compile=MLP_C + "llvm-cpu {input} -o {output}",
+        against=MLP_C + "vmvx {input} -o {output}",
+        mismatch=True,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+@needs_iree
+def test_localisation_finds_the_first_dispatch_that_goes_wrong(tmp_path: Path):
+    """mismatch_mlp's layer 1 computes powf of negative bases: NaN on llvm-cpu only, from
+    dispatch #1 on (the residual carries it to every later one, which must not be named)."""
+    from reducer.iree.localize import localize
+
+    settings = mlp_settings(tmp_path)
+    oracle = make_oracle(settings, "mlp.mlir", 120.0)
+    where = localize(oracle, Path(settings.input).read_bytes(), "mlp.mlir")
+    found = where.found
+    assert found is not None, where.reason
+    assert (found.index, found.name) == (1, "main_dispatch_1::main_dispatch_1_matmul_4x8x8_f32")
+    assert found.kind == "NaN on a only" and found.inputs_agree and found.dispatches == 6
+    assert np.isnan(found.a_value) and np.isfinite(found.b_value)
+    assert "dispatch #1 of 6: main_dispatch_1::" in found.describe()
+
+
+@needs_iree
+def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path):
+    settings = mlp_settings(tmp_path)
+    out = tmp_path / "cut.mlir"
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer", settings.input, "-o", str(out), "--localize-only"]
+        + ["--mismatch", "--compile", settings.compile or "", "--against", settings.against or ""],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dispatch #1 of 6: main_dispatch_1::main_dispatch_1_matmul_4x8x8_f32" in proc.stdout
+    assert "worst error: NaN on a only at output 0 index [" in proc.stdout
+    cut = out.read_text()
+    assert "math.powf" in cut and "func.call" not in cut and cut.count("linalg.matmul") == 1
+    given = np.load(tmp_path / "cut.mlir.inputs" / "input0.npy")
+    assert given.shape == (4, 8) and np.isfinite(given).all()  # what dispatch #1 read: before the NaN
+
+
+@needs_iree
+def test_a_mismatch_run_reduces_the_cut_out_dispatch(tmp_path: Path):
+    """The reduction starts from the one dispatch (a matmul and its fused elementwise
+    tail), not the six-layer model, and ends at the powf."""
+    settings = mlp_settings(tmp_path, output=str(tmp_path / "out.mlir"), jobs=2, reduce_flags=False)
+    result = reduce_file(settings)
+    assert any(n.startswith("localised to dispatch #1 main_dispatch_1::") for n in result.findings.notes)
+    assert result.stats.original.ops is not None and result.stats.original.ops < 25  # the whole model: 90+
+    text = (tmp_path / "out.mlir").read_text()
+    assert "math.powf" in text and result.final_verdict is not None
+    assert "NaN on a only" in result.final_verdict.stderr_tail
+
+
+def test_a_dispatch_whose_inputs_already_carry_the_difference_is_not_the_culprit():
+    """a's dispatch 0 makes the NaN but has no partner on b: the paired dispatch after it
+    reads the NaN already, so nothing is named (the whole program is reduced)."""
+    from reducer.iree.localize import Traced, first_wrong
+
+    ok, nan = np.ones(4, np.float32), np.array([1, np.nan, 1, 1], np.float32)
+    a = [Traced("a0", [ok], [nan]), Traced("a1", [nan], [nan]), Traced("a2", [ok], [nan])]
+    b = [Traced("b1", [ok], [ok]), Traced("b2", [ok], [ok])]
+    assert first_wrong(a, b, [(1, 0)], "NaN on a only", 1e-3, 1e-4) is None
+    found = first_wrong(a, b, [(1, 0), (2, 1)], "NaN on a only", 1e-3, 1e-4)
+    assert found is not None and (found.name, found.name_b, found.element) == ("a2", "b2", (1,))
+    # a dispatch before it that differs another way (5x) is another bug, not this one
+    a, b = [Traced("x", [ok], [ok * 5]), *a], [Traced("y", [ok], [ok]), *b]
+    found = first_wrong(a, b, [(0, 0), (3, 2)], "NaN on a only", 1e-3, 1e-4)
+    assert found is not None and found.name == "a2"

@@ -170,6 +170,7 @@ class Settings:
     oracle: Oracle | None = None  # a ready-made oracle (Python API), instead of check/compile
     memory_limit: int | None = None  # bytes a check's processes may use together; None: 3/4 of RAM / workers; 0: none
     inputs: Sequence[str] = ()  # --mismatch: .npy files or iree-run-module --input values, not generated ones
+    localize: bool = True  # --mismatch: reduce the first dispatch that goes wrong, cut out (reducer/iree/cut.py)
 
     def workers(self) -> int:
         """Parallel checks: as many as CPUs, but one when the oracle measures time, so

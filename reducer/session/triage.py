@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any, cast
 
 import attrs
 
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle
-from reducer.session.settings import EXIT_USAGE, Findings, Settings, UserError
+from reducer.session.settings import (
+    EXIT_NOT_INTERESTING,
+    EXIT_OK,
+    EXIT_USAGE,
+    INITIAL_TIMEOUT,
+    Findings,
+    Settings,
+    UserError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +31,8 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
     from reducer.iree import dispatch, phases
     from reducer.iree.oracles import CompileOracle
 
+    if settings.localize and oracle.kind == "numeric-mismatch":
+        return localized(settings, text, oracle, findings, executor)
     if not isinstance(oracle, CompileOracle):
         if settings.isolate_dispatch or settings.from_phase_dump:
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need a --compile failure oracle")
@@ -77,6 +88,90 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
                     return resumed[0], resumed[1]
             return text, limited
     return text, oracle
+
+
+def localized(
+    settings: Settings, text: str, oracle: Oracle, findings: Findings, executor: Executor
+) -> tuple[str, Oracle]:
+    """A mismatch cut down to the first dispatch that goes wrong, fed its traced inputs,
+    when that still mismatches the original's way; else the whole program, and why."""
+    from reducer.iree import cut, localize
+    from reducer.iree.oracles.mismatch import MismatchOracle
+
+    assert isinstance(oracle, MismatchOracle)
+    basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
+    where = localize.localize(oracle, text.encode(), basename)
+    findings.workflow_checks += 1  # both sides traced: one check's work
+    if where.found is None:
+        findings.notes.append(f"localisation: {where.reason}; reducing the whole program")
+        log.warning("%s", findings.notes[-1])
+        return text, oracle
+    log.info("localisation (%.1f s): %s", where.seconds, where.found.describe().replace("\n", "; "))
+    try:
+        done = cut.cut(oracle, text.encode(), basename, where.found, executor.run)
+    except cut.NotCut as exc:
+        findings.workflow_checks += exc.checks
+        findings.notes.append(f"localised to {where.found.name}, but {exc}; reducing the whole program")
+        log.warning("%s", findings.notes[-1])
+        return text, oracle
+    findings.workflow_checks += 1  # the cut program's check
+    findings.notes.append(
+        f"localised to dispatch #{where.found.index} {where.found.name} ({where.found.kind}); "
+        "reducing it alone, fed the tensors it read in the traced run"
+    )
+    log.info("%s", findings.notes[-1])
+    return done.text, done.oracle
+
+
+def localize_only(path: str, options: dict[str, Any]) -> int:
+    """--localize-only: print the first dispatch that goes wrong and write it cut out, its
+    inputs in a folder beside it, for users who reduce with their own check. No reduction.
+    The exit code; an error is one line, as the command line prints it."""
+    try:
+        return _localize_only(Settings(input=path, **options))
+    except UserError as exc:
+        print(f"ireereduce: error: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _localize_only(settings: Settings) -> int:
+    from reducer.iree import cut, localize
+    from reducer.session.files import default_output, read_input
+    from reducer.session.wiring import make_oracle
+
+    text = settings.text if settings.text is not None else read_input(settings.input)
+    basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
+    oracle = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
+    if oracle.kind != "numeric-mismatch":
+        raise UserError(EXIT_USAGE, "--localize-only needs --mismatch (or --backends)")
+    verdict = oracle.run(text.encode())
+    if not verdict.interesting:
+        raise UserError(EXIT_NOT_INTERESTING, f"the original does not mismatch: {oracle.why_not(verdict)}")
+    oracle = oracle.calibrate(verdict)
+    where = localize.localize(oracle, text.encode(), basename)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so
+    if where.found is None:
+        print(f"no dispatch found: {where.reason}")
+        return EXIT_NOT_INTERESTING
+    print(where.found.describe())
+    try:
+        done = cut.cut(oracle, text.encode(), basename, where.found, lambda data, judge: judge.run(data))  # type: ignore[arg-type]
+    except cut.NotCut as exc:
+        print(f"not cut out: {exc}")
+        return EXIT_OK
+    output = settings.output or default_output(settings.input)
+    folder = output + ".inputs"
+    os.makedirs(folder, exist_ok=True)
+    for k, blob in enumerate(done.oracle.given):
+        with open(os.path.join(folder, f"input{k}.npy"), "wb") as f:
+            f.write(blob)
+    with open(output, "w") as f:
+        f.write(done.text)
+    given = ",".join(os.path.join(folder, f"input{k}.npy") for k in range(len(done.oracle.given)))
+    print(
+        f"cut out: {output} ({done.oracle.expected.describe() if done.oracle.expected else 'mismatches'}); "
+        f"its inputs: --inputs {given}"
+    )
+    return EXIT_OK
 
 
 @attrs.define
