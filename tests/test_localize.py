@@ -184,6 +184,33 @@ def test_a_mismatch_run_reduces_the_cut_out_dispatch(tmp_path: Path):
     text = (tmp_path / "out.mlir").read_text()
     assert "math.powf" in text and result.final_verdict is not None
     assert "NaN on a only" in result.final_verdict.stderr_tail
+    # candidates that shrink @main's 4x8 argument run on the traced tensor's leading
+    # block: without that, 36 of 80 checks failed to run and the argument stayed 4x8
+    assert "tensor<4x8xf32>" not in text, text
+    assert result.stats.outcomes.get("run failed", 0) <= 12, result.stats.outcomes
+
+
+def test_inputs_follow_a_signature_the_reduction_changed():
+    """Shrunk shapes get the leading block, dropped unit dimensions are squeezed, a
+    dropped argument drops its value, a new one gets generated values, and an argument
+    that fits no value is not given one meant for another."""
+    from reducer.iree.inputs import Unfit, cast, fit, generated
+
+    x, y = np.arange(32, dtype=np.float32).reshape(4, 8), np.full(3, 7.0, np.float32)
+    assert fit([x, y], ["tensor<4x8xf32>", "tensor<3xf32>"])[0] is x  # unchanged: as they are
+    block, v = fit([x, y], ["tensor<2x3xf32>", "tensor<3xf32>"])
+    assert block.tolist() == [[0, 1, 2], [8, 9, 10]] and v is y
+    (only,) = fit([x, y], ["tensor<3xf32>"])  # x's argument went
+    assert only is y
+    row, scalar = fit([x, y], ["tensor<8xf32>", "f32"])  # 1x8, unit dimension dropped
+    assert row.tolist() == list(range(8)) and float(scalar) == 7.0
+    a, b, new = fit([x, y], ["tensor<4x8xf32>", "tensor<3xf32>", "tensor<2x2xi32>"])
+    assert new.tolist() == generated("tensor<2x2xi32>", 2).tolist()
+    assert cast(fit([x], ["tensor<1x2xf16>"])[0], "tensor<1x2xf16>").dtype == np.float16
+    (big,) = fit([y], ["tensor<5xf32>"])  # does not fit: generated, not y padded
+    assert big.tolist() == generated("tensor<5xf32>", 0).tolist()
+    with pytest.raises(Unfit):
+        fit([x], ["tensor<2x!foo.t>"])
 
 
 def test_a_dispatch_whose_inputs_already_carry_the_difference_is_not_the_culprit():

@@ -94,6 +94,69 @@ def cast(value: np.ndarray, t: str) -> np.ndarray:
         return value.astype(DTYPES[element])
 
 
+def sliced(value: np.ndarray, t: str) -> np.ndarray | None:
+    """value's leading sub-block in t's shape (unit dimensions t has dropped, as the
+    types strategy does, are taken as 1), or None when t's shape is not a part of it."""
+    dims, element = parse(t)
+    if element not in DTYPES and t != "index":
+        return None
+    if dims is None:  # a scalar (or index): the first element
+        return value.reshape(-1)[:1].reshape(()) if value.size else None
+    if len(dims) > value.ndim:
+        return None
+    take, shape, rest = [], [], list(dims)
+    for n in value.shape:  # t's dimensions in order; a 1 where t has none left that fits
+        if rest and (rest[0] is None or rest[0] <= n):
+            d = rest.pop(0)
+            take.append(n if d is None else d)
+            shape.append(take[-1])
+        else:
+            take.append(1)
+    if rest:
+        return None
+    if shape == list(value.shape):
+        return value
+    return value[tuple(slice(0, w) for w in take)].reshape(shape)
+
+
+def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
+    """The values for a signature that has changed since they were made: a reduction
+    drops arguments, shrinks shapes, demotes element types and adds arguments. Values
+    and arguments are paired in order (an alignment preferring exact shapes, then
+    leading sub-blocks), an argument with no value gets generated ones, a value with no
+    argument goes; element types are cast when the flag is written. Unchanged
+    signatures get the values as they are."""
+    n, m = len(values), len(types)
+    fitted = [[sliced(v, t) for t in types] for v in values]
+    cost = [[0.0] * (m + 1) for _ in range(n + 1)]  # cost[i][k]: values[i:] onto types[k:]
+    for i in range(n, -1, -1):
+        for k in range(m, -1, -1):
+            if i == n or k == m:
+                cost[i][k] = (n - i) * 1.0 + (m - k) * 2.0  # drop a value: 1; generate: 2
+                continue
+            best = min(cost[i + 1][k] + 1.0, cost[i][k + 1] + 2.0)
+            got = fitted[i][k]
+            if got is not None:
+                best = min(best, cost[i + 1][k + 1] + (0.0 if got.shape == values[i].shape else 0.5))
+            cost[i][k] = best
+    out: list[np.ndarray] = []
+    i = k = 0
+    while k < m:
+        got = fitted[i][k] if i < n else None
+        if got is not None and cost[i][k] == cost[i + 1][k + 1] + (0.0 if got.shape == values[i].shape else 0.5):
+            out.append(got)
+            i, k = i + 1, k + 1
+        elif i < n and cost[i][k] == cost[i + 1][k] + 1.0:
+            i += 1
+        else:
+            made = generated(types[k], k)
+            if made is None:
+                raise Unfit(f"cannot make a value for a new argument of type {types[k]}")
+            out.append(made)
+            k += 1
+    return out
+
+
 def flag(value: np.ndarray, t: str, path: str) -> str:
     """The --input flag giving value to an argument of type t (a .npy at path for a tensor)."""
     value = cast(value, t)

@@ -6,9 +6,10 @@ signs, how far apart: reducer/iree/signature.py) is kept, like a compile failure
 a candidate that differs only some other way has slipped to another bug. The inputs are generated from the compiled module's ABI declaration (read
 with iree-dump-module), never from the IR, so they follow the program as the reducer
 drops arguments and shrinks shapes: fixed values with negatives, zeros and fractions,
-or the user's (--inputs). Each side gets them cast to its own signature's types (a
-demoted module takes f16 where the other takes f32), and the outputs are compared as
-float64 (reducer/iree/inputs.py).
+or the user's (--inputs, or a cut program's traced tensors) fitted to the candidate's
+signature (a shrunk argument gets the leading block of its value). Each side gets them
+cast to its own signature's types (a demoted module takes f16 where the other takes
+f32), and the outputs are compared as float64 (reducer/iree/inputs.py).
 """
 
 from __future__ import annotations
@@ -163,10 +164,9 @@ class MismatchOracle(Oracle):
                 done.failed = ("run failed", 1, f"cannot make inputs for {types}")
                 return done
             values = [v for v in generated if v is not None]
-        done.values = values
         try:
-            if len(values) != len(types):
-                raise inputs.Unfit(f"it takes {len(types)} arguments, not {len(values)}")
+            if not made:  # a candidate's signature may have changed since they were made
+                values = inputs.fit(values, types)
             flags = [
                 inputs.flag(v, t, os.path.join(tmp, f"{side}-input{k}.npy"))
                 for k, (t, v) in enumerate(zip(types, values))
@@ -174,6 +174,7 @@ class MismatchOracle(Oracle):
         except inputs.Unfit as exc:
             done.failed = ("run failed", 1, f"run {side}: @{done.function}({', '.join(types)}): {exc}")
             return done
+        done.values = values
         done.described = "; ".join(inputs.describe(t, inputs.cast(v, t), not made) for t, v in zip(types, values))
         files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
         argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={done.function}", *flags]
