@@ -457,12 +457,14 @@ def quantised_mlp(
     return "\n".join(out) + "\n"
 
 
-def mismatch_mlp(layers: int = 6, batch: int = 4, width: int = 8, seed: int = 4) -> str:
+def mismatch_mlp(
+    layers: int = 6, batch: int = 4, width: int = 8, seed: int = 4, bug_layer: int = 1, slip: bool = True
+) -> str:
     """A small MLP with two numeric mismatches between llvm-cpu and vmvx: powf of
-    negative bases early (NaN on llvm-cpu only; the residual carries the NaN through)
-    and, in the last layer, an out-of-range fptosi (the outputs differ in sign and
-    size). A check that only asks whether the outputs differ may keep the last layer
-    alone; the bug being filed is the NaN."""
+    negative bases in layer `bug_layer` (NaN on llvm-cpu only; the residual carries the
+    NaN through) and, in the last layer unless not `slip`, an out-of-range fptosi (the
+    outputs differ in sign and size). A check that only asks whether the outputs differ
+    may keep the last layer alone; the bug being filed is the NaN."""
     w = _Writer(seed)
     t = f"tensor<{batch}x{width}xf32>"
     out = list(_HEADER)
@@ -471,9 +473,9 @@ def mismatch_mlp(layers: int = 6, batch: int = 4, width: int = 8, seed: int = 4)
         h = w.matmul("%x", w.weights(width, width), batch, width, width)
         bias = w.splat(round(w.rng.uniform(-0.1, 0.1), 3), t)
         y = w.op(f"arith.addf {h}, {bias} : {t}", "b")
-        if i == 1:
+        if i == bug_layer:
             y = w.bug("powf", y, t, batch, width, None)
-        if i == layers - 1:
+        if slip and i == layers - 1:
             y = w.bug("fptosi", y, t, batch, width, None)
         th = w.op(f"math.tanh {y} : {t}", "th")
         r = w.op(f"arith.addf %x, {th} : {t}", "y")

@@ -228,3 +228,45 @@ def test_a_dispatch_whose_inputs_already_carry_the_difference_is_not_the_culprit
     a, b = [Traced("x", [ok], [ok * 5]), *a], [Traced("y", [ok], [ok]), *b]
     found = first_wrong(a, b, [(0, 0), (3, 2)], "NaN on a only", 1e-3, 1e-4)
     assert found is not None and found.name == "a2"
+
+
+def test_a_data_tiled_dispatch_is_read_and_paired_by_its_outputs():
+    """With --iree-opt-data-tiling on llvm-cpu a matmul dispatch reads its weights and
+    the activation twice, printed under a longer header; vmvx's reads the activation
+    alone. The two still pair by order and output shapes, and the inputs both read are
+    compared."""
+    from reducer.iree.localize import first_wrong, match, parse
+
+    tiled = TRACE.replace("inputs ===", "inputs with {0, 1, 2} decoded to row major layout ===")
+    a = parse(tiled)
+    assert [len(t.inputs) for t in a] == [1, 2] and a[0].outputs[0].shape == (2, 2)
+    a[0].inputs.insert(0, np.full((8, 8), np.nan, np.float32))  # the weights, read only on a
+    b = parse(TRACE)
+    b[0].outputs[0] = np.array([[1, 2], [-np.inf, 4]], np.float32)
+    pairs, note = match(a, b)
+    assert pairs == [(0, 0), (1, 1)] and "paired by order and output shapes" in note
+    found = first_wrong(a, b, pairs, "NaN on a only", 1e-3, 1e-4)
+    assert found is not None and found.index == 0 and found.inputs_agree and found.traced_b is b[0]
+
+
+@needs_iree
+def test_a_side_whose_dispatches_carry_encodings_is_cut_from_the_other_side(tmp_path: Path):
+    """llvm-cpu with data tiling against vmvx: the two sides form different dispatches
+    (said so), the first wrong one is still named, and since a's carries encodings
+    the cut program comes from b's IR."""
+    from benchmarks.models import mismatch_mlp
+
+    src, out = tmp_path / "mlp.mlir", tmp_path / "cut.mlir"
+    src.write_text(mismatch_mlp(bug_layer=3, slip=False))
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer", str(src), "-o", str(out), "--localize-only", "--mismatch"]
+        + ["--compile", MLP_C + "llvm-cpu --iree-opt-data-tiling {input} -o {output}"]
+        + ["--against", MLP_C + "vmvx {input} -o {output}"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dispatch #3 of 6: main_dispatch_3::" in proc.stdout
+    assert "form different dispatches (6 and 6, reading different tensors)" in proc.stdout
+    assert "cut out:" in proc.stdout and "not cut out" not in proc.stdout, proc.stdout
+    assert "math.powf" in out.read_text() and "encoding" not in out.read_text()

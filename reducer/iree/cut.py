@@ -42,11 +42,11 @@ class NotCut(Exception):
         self.checks = checks  # the cut program's checks spent before giving up
 
 
-def flow_ir(oracle: MismatchOracle, data: bytes, basename: str) -> str:
-    """Side a's program after dispatch formation (--compile-to=flow), traced like the run."""
+def flow_ir(oracle: MismatchOracle, data: bytes, basename: str, side: str = "a") -> str:
+    """A side's program after dispatch formation (--compile-to=flow), traced like the run."""
     with candidate_dir(data, basename) as (tmp, path):
         out = os.path.join(tmp, "flow.mlir")
-        command = oracle.compile.plus(localize.TRACE_FLAG, "--compile-to=flow")
+        command = (oracle.compile if side == "a" else oracle.against).plus(localize.TRACE_FLAG, "--compile-to=flow")
         r = run_in(command.render(input=path, output=out, tmp=tmp), tmp, oracle.timeout)
         if r.returncode != 0 or not os.path.exists(out):
             raise NotCut(f"--compile-to=flow failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:200]}")
@@ -158,9 +158,20 @@ def cut(
     check: Callable[[bytes, MismatchOracle], Verdict],
 ) -> Cut:
     """The dispatch alone, judged by `check` (the run's executor): it must still
-    mismatch the original's way (NotCut says why not)."""
-    text, types = program(flow_ir(oracle, data, basename), found.name)
-    traced = found.traced.inputs
+    mismatch the original's way (NotCut says why not). It is cut from side a's IR, or
+    from side b's when a's dispatch cannot be (a data-tiled side's tensors carry
+    encodings); the cut program runs on both configurations either way."""
+    try:
+        text, types = program(flow_ir(oracle, data, basename), found.name)
+        traced = found.traced.inputs
+    except NotCut as exc:
+        if found.traced_b is None:
+            raise
+        try:
+            text, types = program(flow_ir(oracle, data, basename, "b"), found.name_b)
+        except NotCut:
+            raise exc from None
+        traced = found.traced_b.inputs
     if len(traced) != len(types):
         raise NotCut(f"the trace has {len(traced)} inputs for {len(types)} arguments")
     given = tuple(inputs.to_bytes(x) for x in traced)

@@ -30,7 +30,9 @@ from reducer.iree.inputs import DTYPES
 from reducer.iree.oracles.mismatch import MismatchOracle
 
 TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
-_HEADER = re.compile(r"^=== (\S+) (inputs|outputs) ===\s*$")
+#: A data-tiled dispatch's header says how its tensors were printed: "=== NAME inputs
+#: with {0, 1, 2} decoded to row major layout ===".
+_HEADER = re.compile(r"^=== (\S+) (inputs|outputs)\b.*===\s*$")
 _VALUE = re.compile(r"((?:\d+x)*)(\w+)=(.*)")
 #: A trace has every tensor of every dispatch: keep all of iree-run-module's stderr.
 _KEEP_ALL = 1 << 40
@@ -90,12 +92,33 @@ def match(a: list[Traced], b: list[Traced]) -> tuple[list[tuple[int, int]], str]
     ka, kb = [t.shapes() for t in a], [t.shapes() for t in b]
     if ka == kb:
         return [(i, i) for i in range(len(a))], ""
-    blocks = difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_matching_blocks()
-    pairs = [(blk.a + k, blk.b + k) for blk in blocks for k in range(blk.size)]
+    pairs, by = _aligned(ka, kb), "shapes"
+    if len(pairs) < min(len(a), len(b)):  # one side reads more (a data-tiled matmul reads its weights)
+        outputs = _aligned([k[1] for k in ka], [k[1] for k in kb])
+        if len(outputs) > len(pairs):
+            pairs, by = outputs, "output shapes"
     return pairs, (
-        f"the two configurations form different dispatches ({len(a)} and {len(b)}); "
-        f"{len(pairs)} paired by order and shapes"
+        f"the two configurations form different dispatches ({len(a)} and {len(b)}"
+        + (", reading different tensors" if len(a) == len(b) else "")
+        + f"); {len(pairs)} paired by order and {by}"
     )
+
+
+def _aligned(ka: list[object], kb: list[object]) -> list[tuple[int, int]]:
+    blocks = difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_matching_blocks()  # type: ignore[arg-type]
+    return [(blk.a + k, blk.b + k) for blk in blocks for k in range(blk.size)]
+
+
+def common_inputs(x: Traced, y: Traced) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """x's and y's inputs paired in order by shape: the tensors both read."""
+    xs, ys, j = [], [], 0
+    for p in x.inputs:
+        k = next((k for k in range(j, len(y.inputs)) if y.inputs[k].shape == p.shape), None)
+        if k is not None:
+            xs.append(p)
+            ys.append(y.inputs[k])
+            j = k + 1
+    return xs, ys
 
 
 @attrs.define(eq=False)
@@ -115,6 +138,7 @@ class Found:
     inputs_agree: bool  # within rtol/atol too, not only free of the kind
     traced: Traced  # side a's, for a cut program
     note: str = ""
+    traced_b: Traced | None = None  # side b's: cut from when a's dispatch cannot be (encodings)
 
     def describe(self) -> str:
         where = f"dispatch #{self.index} of {self.dispatches}: {self.name}"
@@ -156,7 +180,7 @@ def first_wrong(
     rank = signature.DIFFERENCES.index(kind)
     for i, j in pairs:
         x, y = a[i], b[j]
-        ins = signature.numeric(x.inputs, y.inputs, rtol, atol)
+        ins = signature.numeric(*common_inputs(x, y), rtol, atol)
         if ins.kind == "mismatch" and any(signature.DIFFERENCES.index(k) <= rank for k in ins.errors):
             continue
         outs = signature.numeric(x.outputs, y.outputs, rtol, atol)
@@ -166,7 +190,19 @@ def first_wrong(
         p, q = x.outputs[k], y.outputs[k]
         element = worst(p, q, rtol, atol)
         return Found(
-            i, x.name, j, y.name, len(a), kind, k, element, float(p[element]), float(q[element]), ins.kind == "ok", x
+            i,
+            x.name,
+            j,
+            y.name,
+            len(a),
+            kind,
+            k,
+            element,
+            float(p[element]),
+            float(q[element]),
+            ins.kind == "ok",
+            x,
+            traced_b=y,
         )
     return None
 
