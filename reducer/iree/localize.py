@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Hashable, Sequence
 
 import attrs
 import numpy as np
@@ -104,8 +105,8 @@ def match(a: list[Traced], b: list[Traced]) -> tuple[list[tuple[int, int]], str]
     )
 
 
-def _aligned(ka: list[object], kb: list[object]) -> list[tuple[int, int]]:
-    blocks = difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_matching_blocks()  # type: ignore[arg-type]
+def _aligned(ka: Sequence[Hashable], kb: Sequence[Hashable]) -> list[tuple[int, int]]:
+    blocks = difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_matching_blocks()
     return [(blk.a + k, blk.b + k) for blk in blocks for k in range(blk.size)]
 
 
