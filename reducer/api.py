@@ -178,7 +178,8 @@ def _reports(settings: Settings, result: Result, status: str) -> dict[str, Any]:
     """The report's content, written where --report and --report-json ask."""
     from reducer.iree import report as reporting  # imported while the original was checked
 
-    data = reporting.build(result, settings.input, status)
+    where = settings.report or settings.report_json
+    data = reporting.build(result, settings.input, status, where + ".inputs" if where and where != "-" else None)
     best = f"the reduced program is in {result.output}"
     if settings.report:
         session.save(settings.report, reporting.to_markdown(data).encode(errors="surrogateescape"), "the report", best)

@@ -614,7 +614,7 @@ def _summary(console: Console, result: Result) -> None:
             str(st.bytes_saved),
         )
     console.print(table)
-    ops = f"{original.ops} -> {final.ops} ops, " if original.ops is not None else ""
+    ops = session.triage.ops_summary(result) if original.ops is not None else ""
     pct = 100.0 * final.bytes / max(original.bytes, 1)
     console.print(
         f"{ops}{original.bytes} -> {final.bytes} bytes ({pct:.1f}%) as {result.mode}; "

@@ -4,6 +4,7 @@ signature, user-given inputs, and localising the first dispatch that goes wrong.
 from __future__ import annotations
 
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -270,3 +271,43 @@ def test_a_side_whose_dispatches_carry_encodings_is_cut_from_the_other_side(tmp_
     assert "form different dispatches (6 and 6, reading different tensors)" in proc.stdout
     assert "cut out:" in proc.stdout and "not cut out" not in proc.stdout, proc.stdout
     assert "math.powf" in out.read_text() and "encoding" not in out.read_text()
+
+
+@needs_iree
+def test_the_report_names_the_dispatch_and_ships_the_inputs_its_commands_need(tmp_path: Path):
+    """A localised run's report names the dispatch, the two configurations and the worst
+    element, writes the reduced program's inputs beside it, and its commands, run from
+    there, show NaN on llvm-cpu and a number on vmvx. The summary counts the model, the
+    cut and the result."""
+    import json
+    import shlex
+
+    settings = mlp_settings(tmp_path)
+    out, rep = tmp_path / "out.mlir", tmp_path / "bug.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer", settings.input, "-o", str(out), "-j", "2", "--no-reduce-flags"]
+        + ["--mismatch", "--compile", settings.compile or "", "--against", settings.against or ""]
+        + ["--report", str(rep), "--report-json", str(tmp_path / "bug.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"model 1\d\d ops, cut at dispatch #1 to 2\d ops, reduced to \d ops;", proc.stderr), proc.stderr
+    data = json.loads((tmp_path / "bug.json").read_text())
+    where, diff = data["localized"], data["difference"]
+    assert (where["index"], where["name"]) == (1, "main_dispatch_1::main_dispatch_1_matmul_4x8x8_f32")
+    assert where["kind"] == "NaN on a only" and where["a"] == "nan" and isinstance(where["b"], float)
+    assert "llvm-cpu" in diff["configurations"]["a"] and "vmvx" in diff["configurations"]["b"]
+    assert data["oracle"]["reproduce"] == diff["commands"]  # the Command section runs as shipped
+    assert diff["worst"]["kind"] == "NaN on a only" and diff["worst"]["a"] == "nan"
+    text = rep.read_text()
+    assert "#1 of 6, `main_dispatch_1::main_dispatch_1_matmul_4x8x8_f32`" in text
+    assert "- worst element: output 0 index [" in text and "`bug.md.inputs/`" in text
+    (given,) = diff["inputs"]["a"]
+    assert given.startswith("bug.md.inputs/") and (tmp_path / given).exists()
+    shown = []
+    for line in diff["commands"].splitlines():
+        done = subprocess.run(shlex.split(line), capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == 0, (line, done.stderr)
+        shown.append(done.stdout.lower())
+    assert "nan" in shown[2] and "nan" not in shown[3], shown

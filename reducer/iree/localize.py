@@ -122,6 +122,12 @@ def common_inputs(x: Traced, y: Traced) -> tuple[list[np.ndarray], list[np.ndarr
     return xs, ys
 
 
+def number(x: float) -> float | str:
+    """x for a JSON report: NaN and the infinities as strings ('nan', 'inf', '-inf'),
+    which strict JSON readers accept."""
+    return x if np.isfinite(x) else str(x)
+
+
 @attrs.define(eq=False)
 class Found:
     """The first dispatch that goes wrong, and its worst element."""
@@ -140,6 +146,25 @@ class Found:
     traced: Traced  # side a's, for a cut program
     note: str = ""
     traced_b: Traced | None = None  # side b's: cut from when a's dispatch cannot be (encodings)
+
+    def summary(self) -> dict[str, object]:
+        """What the summary and the report say of it: plain data, no tensors."""
+        error = abs(self.a_value - self.b_value)
+        return {
+            "name": self.name,
+            "index": self.index,
+            "dispatches": self.dispatches,
+            "name_b": self.name_b,
+            "index_b": self.index_b,
+            "kind": self.kind,
+            "output": self.output,
+            "element": list(self.element),
+            "a": number(self.a_value),
+            "b": number(self.b_value),
+            "error": error if np.isfinite(error) else None,
+            "inputs_agree": self.inputs_agree,
+            "note": self.note,
+        }
 
     def describe(self) -> str:
         where = f"dispatch #{self.index} of {self.dispatches}: {self.name}"

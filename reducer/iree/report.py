@@ -40,6 +40,8 @@ class Findings(Protocol):
     def flags_removed(self) -> Sequence[str]: ...
     @property
     def for_upstream(self) -> Sequence[str]: ...
+    @property
+    def localized(self) -> dict[str, Any] | None: ...
 
 
 class Result(Protocol):
@@ -137,9 +139,10 @@ def script_text(oracle: Oracle | None) -> dict[str, str] | None:
     return {"name": os.path.basename(path), "text": text}
 
 
-def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
+def build(result: Result, input_path: str, status: str, inputs_folder: str | None = None) -> dict[str, Any]:
     """The report's content; the output file holds the program the report shows (until
-    a run has found something smaller, the input does)."""
+    a run has found something smaller, the input does). A numeric mismatch's inputs are
+    written to inputs_folder, beside the report, for its commands."""
     shown = result.output if os.path.exists(result.output) else input_path
     program = ""
     if os.path.isfile(shown):
@@ -160,13 +163,15 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
     original = result.input_size or result.stats.original
     start = result.stats.original
     failure = clean_output(verdict.stderr_tail, name) if verdict is not None else ""
+    reproduce = oracle.reproducer(name) if oracle is not None else ""
+    shown_by = difference(oracle, program, name, inputs_folder)  # a mismatch's commands, its inputs shipped
     return {
         "schema": SCHEMA,
         "title": title(sig, failure, input_path, kind),
         "status": status,
         "input": input_path,
         "output": str(result.output),
-        "oracle": {"kind": kind, "reproduce": oracle.reproducer(name) if oracle is not None else ""},
+        "oracle": {"kind": kind, "reproduce": shown_by["commands"] if shown_by else reproduce},
         "check_script": script_text(oracle),
         "trivial": irutil.trivial(program),
         "signature": dict(attrs.asdict(sig), summary=sig.describe()) if isinstance(sig, Signature) else None,
@@ -192,10 +197,65 @@ def build(result: Result, input_path: str, status: str) -> dict[str, Any]:
         }
         if found.dispatch
         else None,
+        "localized": found.localized,
+        "difference": shown_by,
         "flags_removed": list(found.flags_removed),
         "for_upstream": list(found.for_upstream),
         "versions": versions(),
     }
+
+
+def difference(oracle: Oracle | None, program: str, name: str, folder: str | None) -> dict[str, Any] | None:
+    """A numeric mismatch's evidence (reducer/iree/evidence.py): the final program run
+    once more, its inputs shipped in folder; None for other oracles or when it agrees."""
+    from reducer.iree.oracles.mismatch import MismatchOracle
+
+    if folder is None or not isinstance(oracle, MismatchOracle) or not program:
+        return None
+    from reducer.iree import evidence
+
+    found = evidence.gather(oracle, program.encode(), name)
+    return None if found is None else evidence.ship(oracle, found, folder, name)
+
+
+def _localized(report: dict[str, Any]) -> list[str]:
+    """The Markdown of where a mismatch starts and how to see it."""
+    lines = []
+    where = report.get("localized")
+    if where:
+        lines += [
+            "## Where the outputs start to differ",
+            "",
+            f"The first dispatch that goes wrong: #{where['index']} of {where['dispatches']}, `{where['name']}`"
+            + (f" (on b: #{where['index_b']} `{where['name_b']}`)" if where["name_b"] != where["name"] else "")
+            + f"; {where['kind']} at output {where['output']} index {where['element']}: "
+            f"a = {where['a']}, b = {where['b']}"
+            + (f" (|a - b| = {where['error']:g})" if where["error"] is not None else "")
+            + ("; its inputs agree." if where["inputs_agree"] else "."),
+            "",
+        ]
+        if where.get("note"):
+            lines += [where["note"], ""]
+    diff = report.get("difference")
+    if diff:
+        worst = diff["worst"]
+        lines += [
+            "## The difference",
+            "",
+            f"- configuration a: `{diff['configurations']['a']}`",
+            f"- configuration b: `{diff['configurations']['b']}`",
+            f"- worst element: output {worst['output']} index {worst['index']}: a = {worst['a']}, "
+            f"b = {worst['b']}"
+            + (f", |a - b| = {worst['error']:g}" if worst["error"] is not None else "")
+            + f" ({worst['kind']})",
+            f"- inputs: in `{diff['inputs_folder']}/`, beside this report",
+            "",
+            "```sh",
+            diff["commands"],
+            "```",
+            "",
+        ]
+    return lines
 
 
 def to_markdown(report: dict[str, Any]) -> str:
@@ -224,6 +284,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         "```",
         "",
     ]
+    lines += _localized(report)
     if report.get("check_script"):
         script = report["check_script"]
         lines += [f"## Check script (`{script['name']}`)", "", "```sh", script["text"].rstrip(), "```", ""]

@@ -193,6 +193,7 @@ class Findings:
     for_upstream: list[str] = attrs.field(factory=list)  # the --for-upstream steps kept
     workflow_checks: int = 0  # oracle calls outside the engine, before it
     notes: list[str] = attrs.field(factory=list)  # what the run did to the input or its start, for the summary
+    localized: dict[str, object] | None = None  # the dispatch a mismatch was cut down to (triage.localized)
 
 
 @attrs.define

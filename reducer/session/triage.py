@@ -115,12 +115,23 @@ def localized(
         log.warning("%s", findings.notes[-1])
         return text, oracle
     findings.workflow_checks += 1  # the cut program's check
+    findings.localized = where.found.summary()
     findings.notes.append(
         f"localised to dispatch #{where.found.index} {where.found.name} ({where.found.kind}); "
         "reducing it alone, fed the tensors it read in the traced run"
     )
     log.info("%s", findings.notes[-1])
     return done.text, done.oracle
+
+
+def ops_summary(result: Any) -> str:
+    """The summary's ops: 'N -> R ops, ', or for a mismatch cut down to one dispatch 'model
+    N ops, cut at dispatch #k to M ops, reduced to R ops; ' (the engine started from the cut)."""
+    original, final, where = result.stats.original, result.stats.final, result.findings.localized
+    model = result.input_size.ops if result.input_size is not None else None
+    if where is None or model is None:
+        return f"{original.ops} -> {final.ops} ops, "
+    return f"model {model} ops, cut at dispatch #{where['index']} to {original.ops} ops, reduced to {final.ops} ops; "
 
 
 def localize_only(path: str, options: dict[str, Any]) -> int:

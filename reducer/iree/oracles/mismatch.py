@@ -67,6 +67,7 @@ class Side:
     seconds: float = 0.0
     failed: tuple[str, int | None, str] | None = None  # outcome, exit code, detail
     function: str = ""
+    types: list[str] = attrs.Factory(list)  # its ABI's argument types
     values: list[np.ndarray] | None = None  # the inputs, before the cast to this side's types
     described: str = ""
     outputs: list[np.ndarray] = attrs.Factory(list)
@@ -157,6 +158,7 @@ class MismatchOracle(Oracle):
             done.failed = ("run failed", r.returncode, "no exported function to run")
             return done
         done.function, types, n_out = entry
+        done.types = types
         made = values is None
         if values is None:
             generated = [inputs.generated(t, k) for k, t in enumerate(types)]
