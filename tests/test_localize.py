@@ -311,3 +311,26 @@ def test_the_report_names_the_dispatch_and_ships_the_inputs_its_commands_need(tm
         assert done.returncode == 0, (line, done.stderr)
         shown.append(done.stdout.lower())
     assert "nan" in shown[2] and "nan" not in shown[3], shown
+
+
+@needs_iree
+def test_the_traced_runs_get_longer_than_a_check(tmp_path: Path):
+    """Tracing may compile far slower than a check (107 s against 3 s on a data-tiled
+    llvm-cpu model): the traced runs get TRACE_TIMEOUT_FACTOR times the check timeout,
+    so a trace that takes longer than one check still localises."""
+    import attrs
+
+    from reducer.iree.localize import localize
+    from reducer.iree.oracles.command import resolve_tool
+
+    slow = tmp_path / "slow-when-traced"
+    slow.write_text(
+        f'#!/bin/sh\ncase "$*" in *--iree-flow-trace-dispatch-tensors*) sleep 1.5;; esac\n'
+        f'exec {resolve_tool("iree-compile")} "$@"\n'
+    )
+    slow.chmod(0o755)
+    settings = mlp_settings(tmp_path)
+    settings = attrs.evolve(settings, compile=str(slow) + (settings.compile or "")[len("iree-compile") :])
+    oracle = attrs.evolve(make_oracle(settings, "mlp.mlir", 120.0), timeout=1.0)
+    where = localize(oracle, Path(settings.input).read_bytes(), "mlp.mlir")
+    assert where.found is not None and where.found.index == 1, where.reason
