@@ -329,6 +329,7 @@ def main(**params: Any) -> None:
     _ensure_stderr()
     progress_json = params["progress_json"]
     try:  # before the log file (or --progress-json) is opened: it may be the input
+        session.check_limits()  # logging's queue needs files of its own
         session.check_paths(
             Settings(input=params["input_file"], **_only(params, _PATHS)), also=[("--progress-json", progress_json)]
         )

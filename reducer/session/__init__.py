@@ -25,7 +25,7 @@ from reducer.session.files import (
     write_atomically,
 )
 from reducer.session.finish import FINAL_CONFIRM, WALKBACK_CONFIRM
-from reducer.session.run import reduce_file
+from reducer.session.run import check_limits, reduce_file
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
     EXIT_BAD_INPUT,
@@ -59,6 +59,7 @@ from reducer.session.start import Start
 from reducer.session.wiring import EXECUTORS, ORACLES, make_executor, make_oracle, registry, select_strategies
 
 __all__ = [
+    "check_limits",
     "EXECUTORS",
     "EXIT_BAD_CHECK",
     "EXIT_BAD_INPUT",

@@ -79,6 +79,15 @@ log = logging.getLogger(__name__)
 RUN_FILES = 4
 
 
+def check_limits() -> None:
+    """UserError (exit 12) if the open-files limit leaves no room for one worker: said
+    first, before the command line opens its log or a worker's lock runs out of files."""
+    try:
+        check_open_files(RUN_FILES)
+    except OpenFilesLimit as exc:
+        raise UserError(EXIT_EXECUTOR, str(exc)) from None
+
+
 def reduce_file(
     settings: Settings, executor_factory: type[Executor] | None = None, monitor: Monitor | None = None
 ) -> Result:
@@ -89,10 +98,7 @@ def reduce_file(
     check_paths(settings)
     check_oracle(settings)
     _say_unusable_tmpdir()
-    try:
-        check_open_files(RUN_FILES)
-    except OpenFilesLimit as exc:
-        raise UserError(EXIT_EXECUTOR, str(exc)) from None
+    check_limits()
     raw = settings.text if settings.text is not None else read_input(settings.input)
     output = settings.output or default_output(settings.input)
     lock = OutputLock(output, lock_path(output))  # beside the file a link leads to: one lock for both
