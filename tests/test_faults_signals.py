@@ -306,3 +306,41 @@ def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path:
         finally:
             ex.close()
     assert ran.read_text().split() == [str(worker.pid)] * 2
+
+
+# -- a stop while the command is still importing --------------------------------------
+_STOP_WHILE_IMPORTING = """
+import os, signal, sys, time
+STOP = int(sys.argv[1])
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job of a shell script
+class StopAtCli:  # the stop arrives while the command's modules are imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "reducer.cli":
+            os.kill(os.getpid(), STOP)
+            time.sleep(0.5)
+        return None
+sys.meta_path.insert(0, StopAtCli())
+sys.argv = ["ireereduce", "input.mlir", "--check", "check.sh"]
+from reducer.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_while_the_command_imports_is_exit_130(case: Path, signum: int):
+    """A stop in the first half second was a silent exit 143 or 129, or, for a Ctrl-C to
+    a background job (its SIGINT ignored), lost: the run went on to the end."""
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    proc = subprocess.run(
+        [sys.executable, "-c", _STOP_WHILE_IMPORTING, str(int(signum))],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(case),
+    )
+    assert proc.returncode == session.EXIT_INTERRUPTED, proc.stderr
+    assert proc.stderr == "ireereduce: interrupted before the reduction started\n"
+    assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
