@@ -19,6 +19,7 @@ import attrs
 
 from reducer import session
 from reducer.core import ir as irutil
+from reducer.core.bytecode import program_text
 from reducer.core.oracle import Oracle
 from reducer.core.workspace import Size
 from reducer.progress import Listener, Monitor
@@ -150,9 +151,9 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
     # An interrupted run may have found nothing smaller yet: the output is not written then.
     # (then the smallest interesting program found is the input itself).
     if os.path.exists(result.output):
-        text = Path(result.output).read_text()
+        text = program_text(Path(result.output).read_bytes())  # -o x.mlirbc holds bytecode
     else:
-        text = settings.text if settings.text is not None else Path(settings.input).read_text()
+        text = settings.text if settings.text is not None else program_text(Path(settings.input).read_bytes())
     try:
         data = _reports(settings, result, status)
     except KeyboardInterrupt:  # Ctrl-C again, while the reports were written: the result stands

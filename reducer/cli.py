@@ -208,7 +208,12 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
     "--output",
     "-o",
     type=click.Path(dir_okay=False),
-    help="Where the reduced program goes [default: INPUT.reduced.mlir; required when INPUT is -, stdin].",
+    help="Where the reduced program goes [default: INPUT.reduced.mlir; required when INPUT is -, stdin]. A name ending in .mlirbc gets MLIR bytecode.",
+)
+@click.option(
+    "--emit-bytecode",
+    is_flag=True,
+    help="Write the output as MLIR bytecode, whatever its name [default: text, unless -o ends in .mlirbc].",
 )
 @click.option(
     "--jobs",

@@ -1012,7 +1012,7 @@ def test_a_check_whose_interpreter_cannot_run_names_it(case: Path, head: str, wo
     "data, words",
     [
         (SMALL.replace("return %2", "// caf\xe9\n  return %2").encode("latin-1"), "byte 0xe9 at line 5, column 9"),
-        (b"ML\xefR\x00\x01rest", "is MLIR bytecode"),
+        (b"ML\xefR\x00\x01rest", "is not readable MLIR bytecode"),
     ],
     ids=["latin-1", "bytecode"],
 )
@@ -1023,8 +1023,8 @@ def test_input_that_is_not_utf8_says_which_byte_and_where(case: Path, data: byte
     assert proc.returncode == session.EXIT_BAD_INPUT, proc.stderr
     line = error_line(proc.stderr)
     assert "input.mlir" in line and words in line
-    assert ("iconv" in line) == (words != "is MLIR bytecode")
-    assert ("bytecode" in line) == (words == "is MLIR bytecode")
+    assert ("iconv" in line) == (words != "is not readable MLIR bytecode")
+    assert ("bytecode" in line) == (words == "is not readable MLIR bytecode")
     assert (case / "input.mlir").read_bytes() == data and not (case / "ran").exists()
     assert_clean(case)
 

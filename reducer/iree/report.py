@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import attrs
 
 from reducer.core import ir as irutil
+from reducer.core.bytecode import program_text
 from reducer.core.engine import RunStats
 from reducer.core.oracle import Oracle, Verdict
 from reducer.core.workspace import Size
@@ -146,8 +147,8 @@ def build(result: Result, input_path: str, status: str, inputs_folder: str | Non
     shown = result.output if os.path.exists(result.output) else input_path
     program = ""
     if os.path.isfile(shown):
-        with open(shown) as f:
-            program = f.read()
+        with open(shown, "rb") as f:
+            program = program_text(f.read())  # bytecode (an input, -o x.mlirbc) shown as text
     oracle = result.oracle
     verdict = result.final_verdict
     sig = (

@@ -33,8 +33,9 @@ def default_state_dir(output: str) -> str:
 
 
 def default_output(path: str) -> str:
+    """INPUT.reduced.mlir beside the input; text for a .mlirbc input too (-o x.mlirbc for bytecode)."""
     stem, ext = os.path.splitext(path)
-    return f"{stem}.reduced{ext or '.mlir'}"
+    return f"{stem}.reduced{ext if ext and ext != BYTECODE_SUFFIX else '.mlir'}"
 
 
 def lock_path(output: str) -> str:
@@ -190,9 +191,22 @@ BOM = "\ufeff"
 
 #: What MLIR bytecode starts with ("ML\xefR", mlir/Bytecode/BytecodeImplementation.h).
 BYTECODE_MAGIC = b"ML\xefR"
+#: The suffix MLIR tools give bytecode files.
+BYTECODE_SUFFIX = ".mlirbc"
 
 
-def read_input(path: str) -> str:
+@attrs.frozen
+class Input:
+    """The input as read: its text (the engine reduces that), its bytes (what a resumed
+    run must find unchanged), and whether it is MLIR bytecode (then every check gets
+    each program as bytecode too)."""
+
+    text: str
+    data: bytes
+    bytecode: bool = False
+
+
+def load_input(path: str) -> Input:
     if not os.path.exists(path):
         raise UserError(EXIT_BAD_INPUT, f"input file {path!r} does not exist")
     if os.path.isdir(path):
@@ -202,22 +216,26 @@ def read_input(path: str) -> str:
             data = f.read()
     except OSError as exc:
         raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
-    return decode_input(data, path)
+    bytecode = data.startswith(BYTECODE_MAGIC) or path.endswith(BYTECODE_SUFFIX)
+    return Input(decode_input(data, path), data, bytecode)
+
+
+def read_input(path: str) -> str:
+    return load_input(path).text
 
 
 def decode_input(data: bytes, path: str) -> str:
-    """The input as text; else which byte is not UTF-8, and where (a Latin-1 byte in a
-    comment is the usual one), or that it is MLIR bytecode, said only when it is."""
+    """The input as text: MLIR bytecode (or a .mlirbc file) read by the MLIR bindings,
+    else UTF-8; else which byte is not UTF-8, and where (a Latin-1 byte in a comment is
+    the usual one)."""
+    if data.startswith(BYTECODE_MAGIC) or path.endswith(BYTECODE_SUFFIX):
+        return bytecode_text(data, path)
     try:
         return data.decode()
     except UnicodeDecodeError as exc:
         bad = exc.start
     stem = os.path.splitext(path)[0] if path != "-" else "input"
     convert = f"iconv -f latin1 -t utf-8 {path} > {stem}.utf8.mlir" if path != "-" else "iconv -f latin1 -t utf-8"
-    if data.startswith(BYTECODE_MAGIC):
-        raise UserError(
-            EXIT_BAD_INPUT, f"input {path!r} is MLIR bytecode; give its text form: iree-opt {path} -o {stem}.text.mlir"
-        )
     line_start = data.rfind(b"\n", 0, bad) + 1
     column = len(data[line_start:bad].decode(errors="replace")) + 1
     line = data.count(b"\n", 0, bad) + 1
@@ -226,6 +244,19 @@ def decode_input(data: bytes, path: str) -> str:
         f"input {path!r} is not UTF-8 text: byte 0x{data[bad]:02x} at line {line}, "
         f"column {column} is not UTF-8 (if the file is Latin-1: {convert})",
     )
+
+
+def bytecode_text(data: bytes, path: str) -> str:
+    """The program MLIR bytecode holds, as text; a file the bindings cannot read
+    (truncated, corrupt, not bytecode at all) is one line naming it."""
+    from reducer.core import bytecode
+
+    try:
+        return bytecode.to_text(data)
+    except bytecode.BytecodeError as exc:
+        raise UserError(
+            EXIT_BAD_INPUT, f"input {path!r} is not readable MLIR bytecode (truncated or corrupt?): {exc}"
+        ) from None
 
 
 def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ()) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import tempfile
 import threading
 
+from reducer.core.bytecode import Writer
 from reducer.session import files
 from reducer.session.files import WRITE_ERRORS, rescue
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_CANNOT_WRITE, EXIT_CHECK_CHANGED_FILES, Settings, UserError
+
+log = logging.getLogger(__name__)
 
 
 class Guard:
@@ -22,8 +26,25 @@ class Guard:
         self.output = output
         self.paths = [settings.input, output] + ([settings.check] if settings.check else [])
         self.expected = {p: self._stat(p) for p in self.paths}
-        self.good: bytes | None = None
+        self.good: bytes | None = None  # what the output holds: a program's `form`
         self.lock = threading.Lock()
+        self._bytecode = Writer() if settings.output_bytecode(output) else None
+
+    def form(self, program: bytes) -> bytes:
+        """A program (text) as the output holds it: MLIR bytecode for -o x.mlirbc or
+        --emit-bytecode, else the text. Text that does not parse as MLIR has no bytecode
+        form and stays text."""
+        if self._bytecode is None:
+            return program
+        encoded = self._bytecode(program)
+        if encoded is None:
+            log.warning("the program does not parse as MLIR: %s holds it as text, not bytecode", self.output)
+            return program
+        return encoded
+
+    def holds(self, data: bytes, program: bytes) -> bool:
+        """Whether output bytes `data` are `program` in the output's form."""
+        return data == self.form(program)
 
     @staticmethod
     def _stat(path: str) -> tuple[int, int] | None:
@@ -33,7 +54,8 @@ class Guard:
             return None
         return st.st_size, st.st_mtime_ns
 
-    def write_output(self, data: bytes) -> None:
+    def write_output(self, program: bytes) -> None:
+        data = self.form(program)
         with self.lock:
             self._write(data)
             self.good = data

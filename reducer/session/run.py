@@ -29,7 +29,7 @@ from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
 from reducer.progress import Monitor
 from reducer.session import overlap, triage, wiring
-from reducer.session.files import BOM, check_paths, default_output, lock_path, read_input
+from reducer.session.files import BOM, Input, check_paths, default_output, load_input, lock_path
 from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
 from reducer.session.guard import Guard
 from reducer.session.settings import (
@@ -99,7 +99,7 @@ def reduce_file(
     check_oracle(settings)
     _say_unusable_tmpdir()
     check_limits()
-    raw = settings.text if settings.text is not None else read_input(settings.input)
+    given = Input(settings.text, settings.text.encode()) if settings.text is not None else load_input(settings.input)
     output = settings.output or default_output(settings.input)
     lock = OutputLock(output, lock_path(output))  # beside the file a link leads to: one lock for both
     try:
@@ -114,7 +114,7 @@ def reduce_file(
     held = _Held()
     try:
         with run_scope(), interrupts_kept():
-            result = _reduce(settings, raw, output, executor_factory, began, monitor or Monitor(), held)
+            result = _reduce(settings, given, output, executor_factory, began, monitor or Monitor(), held)
     finally:
         lock.release()
         came = held.release()
@@ -195,7 +195,7 @@ class _Held:
 
 def _reduce(
     settings: Settings,
-    raw: str,
+    given: Input,
     output: str,
     executor_factory: type[Executor] | None,
     began: float,
@@ -205,10 +205,12 @@ def _reduce(
     # One executor for every check (the original's, workflows, engine, flags, re-checks,
     # --for-upstream); its workers are forked before any MLIR context exists here.
     inner = make_executor(settings, None, executor_factory)
+    if given.bytecode:  # every check gets each program as bytecode, as the input was
+        inner = _as_bytecode(inner)
     primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
         try:
-            result = Run(settings, raw, output, inner, began, monitor, primers).go()
+            result = Run(settings, given.text, output, inner, began, monitor, primers, given.data).go()
         finally:
             held.hold()  # the run has ended: from here on, stopping it again would leave workers
             for primer in primers:
@@ -218,6 +220,15 @@ def _reduce(
         raise
     inner.close()
     return result
+
+
+def _as_bytecode(inner: Executor) -> Executor:
+    """Checks that get bytecode: the engine, the cache and the state keep the text."""
+    from reducer.core.bytecode import Writer
+    from reducer.core.encoded import Encoded
+
+    why = "ireereduce: the program does not parse as MLIR, so it has no bytecode form to check"
+    return Encoded(inner, Writer(), why)
 
 
 @attrs.define
@@ -231,6 +242,7 @@ class Run:
     began: float
     monitor: Monitor
     primers: list[EarlyExecutor]  # closed by the caller, before the executor
+    data: bytes | None = None  # the input's bytes, if not raw encoded (bytecode): what a resumed run must find again
     guard: Guard = attrs.field(init=False)
     notes: list[str] = attrs.Factory(list)  # what the run did to the input or its start
     # start(): where the engine starts, and what ran alongside the original's checks.
@@ -289,7 +301,9 @@ class Run:
         if text.startswith(BOM):
             text = text[len(BOM) :]
             self.notes.append("removed the UTF-8 byte-order mark from the input")
-        self.resume = open_state(self.settings, self.raw, self.output, self._basename())
+        self.resume = open_state(
+            self.settings, self.data if self.data is not None else self.raw.encode(), self.output, self._basename()
+        )
         if self.resume.start is not None:
             self.begin = self.resume.start
             self.notes.extend(self.begin.findings.notes)
@@ -371,13 +385,13 @@ class Run:
             current = None
         if current is not None and self.journal is not None and resumed:
             self.replaying = key(current)
-        if current is not None and (resumed or current.decode(errors="replace") == text):
+        if current is not None and (resumed or self.guard.holds(current, text.encode())):
             self.guard.good = current
         self.history = [text]
         # Started from an earlier run's output: the output takes no program with more
         # bytes than that one (the engine's order also counts type bits, and it re-prints).
         if not resumed and current is not None and self.guard.good == current:
-            self.floor = len(current)
+            self.floor = len(text.encode())
 
     # -- reduce ----------------------------------------------------------------------
 
@@ -467,7 +481,7 @@ class Run:
         the output's earlier result is still smaller."""
         self.history.append(candidate.data.decode())
         if self.replaying is not None:
-            if key(candidate.data) == self.replaying:
+            if key(self.guard.form(candidate.data)) == self.replaying:
                 self.replaying = None
             return
         if self.floor is not None:
@@ -501,7 +515,7 @@ class Run:
 
     def finish(self, text: str, early_rechecks: list[concurrent.futures.Future[Verdict]]) -> Result:
         """Write the final program, re-check it, walk back if a flaky check rejects it."""
-        if self.guard.good != text.encode():
+        if self.guard.good is None or not self.guard.holds(self.guard.good, text.encode()):
             self.guard.write_output(text.encode())
         stats = self.engine.stats
         rechecks = Rechecks(self.judge, self.journal, self.guard, self.inner)

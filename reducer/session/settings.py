@@ -171,6 +171,11 @@ class Settings:
     memory_limit: int | None = None  # bytes a check's processes may use together; None: 3/4 of RAM / workers; 0: none
     inputs: Sequence[str] = ()  # --mismatch: .npy files or iree-run-module --input values, not generated ones
     localize: bool = True  # --mismatch: reduce the first dispatch that goes wrong, cut out (reducer/iree/cut.py)
+    emit_bytecode: bool = False  # the output as MLIR bytecode (also when -o ends in .mlirbc); else text
+
+    def output_bytecode(self, output: str) -> bool:
+        """Whether the output is written as MLIR bytecode: asked for, or named so."""
+        return self.emit_bytecode or output.endswith(".mlirbc")
 
     def workers(self) -> int:
         """Parallel checks: as many as CPUs, but one when the oracle measures time, so

@@ -70,11 +70,13 @@ class Resume:
     start: Start | None  # the recorded start, when this run continues a killed one
 
 
-def open_state(settings: Settings, raw: str, output: str, basename: str = "input.mlir") -> Resume:
+def open_state(settings: Settings, data: bytes, output: str, basename: str = "input.mlir") -> Resume:
     """The run's state directory: a recorded start to continue from, or a clean slate
-    (--fresh, or a record that was killed before its start was written)."""
+    (--fresh, or a record that was killed before its start was written). `data`: the
+    input's bytes, as the user has them (bytecode is recorded as its text, but a rerun
+    must find the same file)."""
     state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output), output)
-    fp = fingerprint(settings, raw.encode())
+    fp = fingerprint(settings, data)
     recorded = state.load(fp) if state is not None else None
     if state is not None and recorded is not None:
         if settings.fresh:
@@ -250,10 +252,11 @@ def previous_best(output: str, text: str, oracle: Oracle, guard: Guard, executor
     """The output of an earlier run, if it is smaller than text and still interesting."""
     try:
         with open(output, "rb") as f:
-            data = f.read()
-        previous = data.decode()
+            held = f.read()
+        previous = _program(held)
     except (OSError, UnicodeDecodeError):
         return None
+    data = previous.encode()
     if not previous.strip() or len(data) >= len(text.encode()):
         return None
     try:
@@ -265,6 +268,18 @@ def previous_best(output: str, text: str, oracle: Oracle, guard: Guard, executor
         log.warning("%s holds a program the check rejects; it will be replaced by the first improvement", output)
         return None
     return previous
+
+
+def _program(data: bytes) -> str:
+    """An output's program as text, whether it holds text or bytecode (-o x.mlirbc)."""
+    from reducer.core import bytecode
+
+    if not bytecode.is_bytecode(data):
+        return data.decode()
+    try:
+        return bytecode.to_text(data)
+    except bytecode.BytecodeError:
+        raise UnicodeDecodeError("utf-8", data, 0, 1, "unreadable bytecode") from None
 
 
 def choose_workspace(
