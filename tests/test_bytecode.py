@@ -98,13 +98,6 @@ def test_checks_get_bytecode_and_text_without_a_bytecode_form_is_not_checked():
     assert len(inner.seen) == 1
 
 
-def test_a_writer_renews_its_context_and_writes_the_same_bytes():
-    writer = bytecode.Writer()
-    first = writer(SMALL.encode())
-    for _ in range(bytecode.Writer.RENEW + 1):
-        assert writer(SMALL.encode()) == first
-
-
 # -- end to end --------------------------------------------------------------------------
 
 

@@ -216,8 +216,8 @@ def load_input(path: str) -> Input:
             data = f.read()
     except OSError as exc:
         raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
-    bytecode = data.startswith(BYTECODE_MAGIC) or path.endswith(BYTECODE_SUFFIX)
-    return Input(decode_input(data, path), data, bytecode)
+    text = decode_input(data, path)  # a .mlirbc name without the magic is refused there
+    return Input(text, data, data.startswith(BYTECODE_MAGIC))
 
 
 def read_input(path: str) -> str:
