@@ -265,6 +265,10 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     and state directory included), and each must be writable. After a reduction of hours
     is too late to find out. `also`: the caller's own (flag, path) pairs, such as the
     CLI's --progress-json, where "-" is stdout."""
+    try:
+        os.getcwd()  # every relative path is read against it
+    except FileNotFoundError:
+        raise UserError(EXIT_USAGE, "the current directory was removed; cd to one that exists and run again") from None
     output = _output(settings)
     also = list(also)
     named = [
@@ -281,22 +285,40 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
                 EXIT_USAGE, f"{flag} is empty; give a {'directory' if flag == '--state-dir' else 'file'} name"
             )
     protected = _read_by_the_run(settings)
+    # A hard link is the same file under another name: realpath does not see it.
+    protected_files = {inode: what for real, what in protected.items() if (inode := _inode(real)) is not None}
     seen: dict[str, tuple[str, str]] = {}  # real path: the flag and the path that name it
+    seen_files: dict[tuple[int, int], str] = {}  # a regular file's (device, inode): the flag naming it
     for flag, path in named:
         if path is None:
             continue
         stdout = path == "-" and (flag, path) in also  # for Settings' own paths, "-" is a file
         real = os.path.realpath("/dev/stdout" if stdout else path)
-        if real in protected:
+        inode = None if stdout else _inode(path)
+        what = protected.get(real) or (protected_files.get(inode) if inode is not None else None)
+        if what is not None:
+            link = "" if real in protected else " (a hard link to it)"
             raise UserError(
-                EXIT_USAGE, f"{flag} {path} is {protected[real]}; ireereduce never overwrites it (give another path)"
+                EXIT_USAGE, f"{flag} {path} is {what}{link}; ireereduce never overwrites it (give another path)"
             )
         target = Target("-", "standard output", 1) if stdout else resolve(path)
-        if real in seen and not target.stream:  # two reports may share a stream, as on a terminal
-            raise UserError(EXIT_USAGE, f"{seen[real][0]} and {flag} both name {path}; give each its own file")
+        other = seen[real][0] if real in seen else seen_files.get(inode) if inode is not None else None
+        if other is not None and not target.stream:  # two reports may share a stream, as on a terminal
+            raise UserError(EXIT_USAGE, f"{other} and {flag} both name {path}; give each its own file")
         seen[real] = (flag, path)
+        if inode is not None:
+            seen_files[inode] = flag
         _check_writable(flag, path, target, output_file=path == output)
     _check_derived(settings, output, protected, {real: f"{flag} {path}" for real, (flag, path) in seen.items()})
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    """A regular file's (device, inode), the same under every name; None for anything else."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 def _output(settings: Settings) -> str:
