@@ -402,7 +402,7 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
         if params["progress_json"]:
             target = params["progress_json"]
             stream = sys.stdout if target == "-" else stack.enter_context(params["progress_stream"])
-            monitor.listeners.append(progress.JsonLines(stream, monitor.started))
+            monitor.listeners.append(progress.JsonLines(stream, monitor.started, target))
         if params["print_diff"]:
             monitor.on_candidate.append(progress.DiffPrinter(monitor))
         if not params["quiet"] and sys.stderr.isatty():
@@ -575,10 +575,25 @@ def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
     console.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
     root.addHandler(console)
     if log_file:
-        handler = logging.StreamHandler(session.open_stream("--log-file", log_file, append=True))
+        handler = _LogFile(session.open_stream("--log-file", log_file, append=True))
+        handler.name = log_file
         handler.setFormatter(logging.Formatter("%(asctime)s %(processName)s %(name)s %(levelname)s %(message)s"))
         root.addHandler(handler)
     multiprocessing_logging.install_mp_handler()  # worker records arrive through one queue
+
+
+class _LogFile(logging.StreamHandler):  # type: ignore[type-arg]
+    """--log-file: a file that cannot be written (a full disk) ends the log, not the
+    run, in one line on stderr; logging's default says nothing (raiseExceptions off)."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        exc = sys.exc_info()[1]
+        if self.failed or not isinstance(exc, OSError):
+            return
+        self.failed = True
+        progress.stop_writing(self.stream, "--log-file", self.name or "", exc, "log lines")
 
 
 def _import_rich() -> None:

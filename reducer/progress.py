@@ -273,18 +273,43 @@ class Monitor:
 
 
 class JsonLines:
-    """--progress-json: one JSON object per event, flushed at once so a bot can tail it."""
+    """--progress-json: one JSON object per event, flushed at once so a bot can tail it.
+    A stream that cannot be written (a full disk, a reader that went away) ends the
+    events, not the run, in one line on stderr: the program is what the run is for."""
 
-    def __init__(self, stream: IO[str], started: float) -> None:
+    def __init__(self, stream: IO[str], started: float, name: str = "-") -> None:
         self.stream = stream
         self.started = started
+        self.name = name
+        self.failed = False
         self._lock = threading.Lock()
 
     def __call__(self, kind: str, fields: dict[str, Any]) -> None:
         record = {"schema": SCHEMA, "event": kind, "elapsed": round(time.monotonic() - self.started, 3), **fields}
         with self._lock:
-            self.stream.write(json.dumps(record, sort_keys=True) + "\n")
-            self.stream.flush()
+            if self.failed:
+                return
+            try:
+                self.stream.write(json.dumps(record, sort_keys=True) + "\n")
+                self.stream.flush()
+            except OSError as exc:
+                self.failed = True
+                stop_writing(self.stream, "--progress-json", self.name, exc, "progress events")
+
+
+def stop_writing(stream: IO[str], flag: str, name: str, exc: OSError, what: str) -> None:
+    """A stream that failed leads to /dev/null from now on (so what it still buffers,
+    and its close at the exit, cannot fail again), said once on stderr."""
+    with contextlib.suppress(OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
+    why = "its reader went away" if isinstance(exc, BrokenPipeError) else exc.strerror or str(exc)
+    err = sys.stderr
+    if err is not None:
+        with contextlib.suppress(OSError, ValueError):
+            err.write(f"ireereduce: warning: cannot write {flag} {name}: {why}; {what} stop here, the run goes on\n")
+            err.flush()
 
 
 class DiffPrinter:
