@@ -27,6 +27,7 @@ from reducer.session.settings import (
     EXIT_CHECK_HANGS,
     EXIT_NOT_INTERESTING,
     EXIT_STATE_MISMATCH,
+    EXIT_USAGE,
     INITIAL_TIMEOUT,
     Findings,
     Settings,
@@ -249,25 +250,38 @@ def judge_original(
 
 
 def previous_best(output: str, text: str, oracle: Oracle, guard: Guard, executor: Executor) -> str | None:
-    """The output of an earlier run, if it is smaller than text and still interesting."""
+    """The output of an earlier run, if it is smaller than text and still interesting.
+    What the check rejects (an earlier result for another bug, a file of the user's) is
+    never replaced: the run stops before it writes anything (--fresh replaces it)."""
     try:
         with open(output, "rb") as f:
             held = f.read()
-        previous = _program(held)
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
-    data = previous.encode()
-    if not previous.strip() or len(data) >= len(text.encode()):
+    if not held.strip():  # an empty file (mktemp's): nothing to lose
         return None
     try:
-        interesting = check_repeatedly(executor, oracle, data, 1, until=lambda v: True)[0].interesting
-    except OSError as exc:
-        raise user_error(exc) from None
-    guard.check()
+        previous: str | None = _program(held)
+    except (UnicodeDecodeError, ValueError):
+        previous = None
+    interesting = False
+    if previous is not None:
+        try:  # twice, for a flaky check: refusing costs the user a rerun
+            verdicts = check_repeatedly(executor, oracle, previous.encode(), 2, until=lambda v: v.interesting)
+        except OSError as exc:
+            raise user_error(exc) from None
+        guard.check()
+        interesting = verdicts[-1].interesting
     if not interesting:
-        log.warning("%s holds a program the check rejects; it will be replaced by the first improvement", output)
-        return None
-    return previous
+        held_what = "a program the check rejects" if previous is not None else "something that is not a program"
+        raise UserError(
+            EXIT_USAGE,
+            f"{output} already holds {held_what} "
+            "(a result for another bug, or a file of yours?); it is kept: give -o another path, move it away, "
+            "or --fresh to replace it",
+        )
+    assert previous is not None
+    return previous if len(previous.encode()) < len(text.encode()) else None
 
 
 def _program(data: bytes) -> str:

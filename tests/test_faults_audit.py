@@ -1,0 +1,156 @@
+"""Hostile runs, part 3: what the second independent audit found.
+
+Hard links to the user's files, streams that cannot be written (a full disk, a reader
+that went away), a working directory that was removed, and an output that already
+holds something the check rejects. Each test asserts the exit code, the message, the
+user's files as they were, and no temp dir or process left."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_script
+from test_faults import SMALL, assert_clean, cli, env, error_line
+
+from reducer import session
+
+CHECK = 'grep -q math.exp "$1"'
+
+
+@pytest.fixture
+def case(tmp_path: Path) -> Path:
+    (tmp_path / "input.mlir").write_text(SMALL)
+    (tmp_path / "tmp").mkdir()
+    make_script(tmp_path / "check.sh", CHECK)
+    return tmp_path
+
+
+# -- a hard link is the same file under another name -----------------------------------
+@pytest.mark.parametrize("flag", ["--log-file", "--progress-json", "-o", "--report", "--stats-json"])
+@pytest.mark.parametrize("victim", ["input.mlir", "check.sh"])
+def test_a_hard_link_to_the_input_or_the_check_is_refused(case: Path, flag: str, victim: str):
+    """`--log-file run.log`, run.log a hard link to the input, wrote the log into the
+    input (exit 11); `-o` on one was accepted and replaced the link."""
+    before = (case / victim).read_bytes()
+    os.link(case / victim, case / "other.name")
+    proc = cli(case, "input.mlir", "--check", "./check.sh", flag, "other.name")
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert f"{flag} other.name is" in line and "(a hard link to it)" in line, line
+    assert (case / victim).read_bytes() == before
+    assert os.path.samefile(case / victim, case / "other.name")
+    assert not (case / "input.reduced.mlir").exists()
+    assert_clean(case)
+
+
+def test_two_reports_on_hard_links_of_one_file_are_refused(case: Path):
+    (case / "r.json").write_text("")
+    os.link(case / "r.json", case / "r2.json")
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "--report", "r.json", "--stats-json", "r2.json")
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert "--report and --stats-json both name r2.json" in error_line(proc.stderr)
+    assert_clean(case)
+
+
+# -- side streams that cannot be written -------------------------------------------------
+@pytest.mark.parametrize("flag", ["--progress-json", "--log-file"])
+def test_a_side_stream_on_a_full_disk_ends_itself_not_the_run(case: Path, flag: str):
+    """--progress-json /dev/full was a traceback (exit 1, no output, the state dir
+    left); --log-file /dev/full lost every line without a word."""
+    proc = cli(case, "input.mlir", "--check", "./check.sh", flag, "/dev/full")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "cannot write" in ln]
+    assert len(warned) == 1, proc.stderr
+    assert f"cannot write {flag} /dev/full: No space left on device" in warned[0]
+    assert "the run goes on" in warned[0]
+    assert "negf" not in (case / "input.reduced.mlir").read_text()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert not list(case.glob("*.resume"))
+    assert_clean(case)
+
+
+def test_progress_into_a_pipe_whose_reader_went_away_ends_the_events(case: Path):
+    """`--progress-json - | head -1` ended in "internal error: BrokenPipeError"."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "--check", "./check.sh", "--progress-json", "-"],
+        cwd=case,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(case),
+    )
+    assert run.stdout is not None
+    first = run.stdout.readline()  # what `head -1` reads, then it goes
+    run.stdout.close()
+    _, stderr = run.communicate(timeout=120)
+    assert '"event": "start"' in first
+    assert run.returncode == 0, stderr
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    assert "cannot write --progress-json -: its reader went away" in stderr, stderr
+    assert "negf" not in (case / "input.reduced.mlir").read_text()
+    assert_clean(case)
+
+
+# -- a working directory that was removed ------------------------------------------------
+def test_a_working_directory_that_was_removed_is_one_line(case: Path):
+    gone = case / "gone"
+    gone.mkdir()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys; os.rmdir(sys.argv.pop(1)); import reducer.cli; reducer.cli.main()",
+            str(gone),
+        ]
+        + ["../input.mlir", "--check", "../check.sh"],
+        cwd=gone,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(env(case), PYTHONPATH=os.pathsep.join(sys.path)),
+    )
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert "the current directory was removed" in error_line(proc.stderr)
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+# -- an output that already holds something the check rejects --------------------------
+OTHER_BUG = "func.func @g(%a: f32) -> f32 {\n  return %a : f32\n}\n"
+
+
+@pytest.mark.parametrize("held", [OTHER_BUG, "my notes\n"])
+def test_an_output_holding_what_the_check_rejects_is_kept(case: Path, held: str):
+    """An earlier, smaller result for another bug in the default output was replaced by
+    a larger program, with only a warning."""
+    (case / "input.reduced.mlir").write_text(held)
+    proc = cli(case, "input.mlir", "--check", "./check.sh")
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert "input.reduced.mlir already holds a program the check rejects" in line, line
+    assert "--fresh to replace it" in line
+    assert (case / "input.reduced.mlir").read_text() == held
+    assert not list(case.glob("*.resume"))
+    assert_clean(case)
+
+
+def test_fresh_replaces_an_output_the_check_rejects(case: Path):
+    (case / "input.reduced.mlir").write_text(OTHER_BUG)
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "--fresh")
+    assert proc.returncode == 0, proc.stderr
+    assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert_clean(case)
+
+
+def test_an_empty_output_file_is_written(case: Path):
+    """A bot's `-o "$(mktemp)"`: an empty file has nothing to lose."""
+    (case / "out.mlir").write_text("")
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "-o", "out.mlir")
+    assert proc.returncode == 0, proc.stderr
+    assert "negf" not in (case / "out.mlir").read_text()
+    assert_clean(case)
