@@ -582,7 +582,7 @@ def _setup_logging(verbose: int, quiet: bool, log_file: str | None) -> None:
     multiprocessing_logging.install_mp_handler()  # worker records arrive through one queue
 
 
-class _LogFile(logging.StreamHandler):  # type: ignore[type-arg]
+class _LogFile(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
     """--log-file: a file that cannot be written (a full disk) ends the log, not the
     run, in one line on stderr; logging's default says nothing (raiseExceptions off)."""
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_script
+from conftest import make_script, needs_iree
 from test_faults import SMALL, assert_clean, cli, env, error_line
 
 from reducer import session
@@ -153,4 +153,36 @@ def test_an_empty_output_file_is_written(case: Path):
     proc = cli(case, "input.mlir", "--check", "./check.sh", "-o", "out.mlir")
     assert proc.returncode == 0, proc.stderr
     assert "negf" not in (case / "out.mlir").read_text()
+    assert_clean(case)
+
+
+# -- a built-in oracle whose command fails whatever the program ---------------------------
+COMPILE = "iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu"
+
+
+@pytest.mark.e2e
+@needs_iree
+@pytest.mark.parametrize(
+    "bad, said",
+    [("--bogus-flag", "Unknown command line argument '--bogus-flag'"), ("--iree-hal-target-device=nosuch", "nosuch")],
+)
+def test_a_compile_command_that_fails_on_an_empty_module_is_refused(case: Path, bad: str, said: str):
+    """A --compile with a flag iree-compile does not know "reduced" the program to an
+    empty module and exited 0 with only the trivial-result warning."""
+    proc = cli(case, "input.mlir", "--compile", f"{COMPILE} {bad} -o {{output}}")
+    assert proc.returncode == session.EXIT_NOT_INTERESTING, proc.stderr
+    line = error_line(proc.stderr)
+    assert "the command fails on an empty module too" in line and said in line, line
+    assert not (case / "input.reduced.mlir").exists()
+    assert (case / "input.mlir").read_text() == SMALL
+    assert_clean(case)
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_a_compile_that_succeeds_gets_no_hint_for_check_scripts(case: Path):
+    proc = cli(case, "input.mlir", "--compile", f"{COMPILE} -o {{output}}")
+    assert proc.returncode == session.EXIT_NOT_INTERESTING, proc.stderr
+    line = error_line(proc.stderr)
+    assert "the command succeeds on it" in line and "mlir-reduce" not in line, line
     assert_clean(case)

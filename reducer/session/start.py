@@ -233,7 +233,8 @@ def judge_original(
         raise UserError(
             EXIT_NOT_INTERESTING,
             f"the check says the original input is not interesting ({first.why_not(verdict)}); "
-            "it must be interesting for the input as given (mlir-reduce users: invert your script's exit codes)",
+            "it must be interesting for the input as given"
+            + (" (mlir-reduce users: invert your script's exit codes)" if settings.check is not None else ""),
         )
     seconds = max(v.seconds for v in verdicts)
     timeout = settings.timeout or 10 * seconds + 5.0
@@ -246,7 +247,39 @@ def judge_original(
             verdict.signature.describe(),
             " (slippage allowed)" if settings.allow_slippage else "",
         )
+        _fails_without_a_program(oracle, verdict, guard, executor)
     return oracle, verdict, timeout, flaky
+
+
+#: The least program there is: what a failure of the command alone fails on too.
+EMPTY_MODULE = "module {\n}\n"
+
+
+def _fails_without_a_program(oracle: Oracle, verdict: Verdict, guard: Guard, executor: Executor) -> None:
+    """A built-in oracle's failure that an empty module shows as well is the command's (a
+    flag the compiler does not know, a target it lacks), not the program's: reduced, it
+    ended in an empty module and exit 0 with only the trivial-result warning. One extra
+    compile of nothing says so before the reduction starts."""
+    if oracle.measures_time:
+        return
+    try:
+        empty = check_repeatedly(executor, oracle, EMPTY_MODULE.encode(), 1, until=lambda v: True)[0]
+    except OSError as exc:
+        raise user_error(exc) from None
+    guard.check()
+    if empty.interesting:
+        assert verdict.signature is not None
+        said = next((ln.strip() for ln in (empty.stderr_tail or "").splitlines() if ln.strip()), "")
+        if getattr(verdict.signature, "first_error", None):  # the signature already quotes it
+            said = ""
+        raise UserError(
+            EXIT_NOT_INTERESTING,
+            f"the command fails on an empty module too, with {verdict.signature.describe()}"
+            + (f" ({said[:200]})" if said else "")
+            + ": the failure is in "
+            "the command (a flag the tool does not know? a target it lacks?), not in the program; fix the "
+            "command (if the failure needs no program, an empty module is its repro)",
+        )
 
 
 def previous_best(output: str, text: str, oracle: Oracle, guard: Guard, executor: Executor) -> str | None:
