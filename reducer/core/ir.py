@@ -53,6 +53,10 @@ def new_context() -> ir.Context:
 
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
+    # The verifier checks isolated ops (functions, executables) on the context's threads,
+    # and one that fails calls the Python handler below from its thread, which waits for
+    # the GIL the parsing thread holds: the run hung in ir.Module.parse on lowered IR.
+    ctx.enable_multithreading(False)
     # Diagnostics still reach MLIRError exceptions; this only keeps them off stderr.
     ctx.attach_diagnostic_handler(lambda _diag: True)
     return ctx
