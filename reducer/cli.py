@@ -164,6 +164,11 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
     help="For a codegen failure: find the executable that fails alone (--compile-mode=hal-executable) and reduce only it.",
 )
 @click.option(
+    "--pass-level",
+    is_flag=True,
+    help="With an iree-compile --compile: reduce the IR entering the failing pass, replayed by iree-opt (a crash reproducer).",
+)
+@click.option(
     "--reduce-flags/--no-reduce-flags",
     default=True,
     show_default=True,

@@ -43,6 +43,8 @@ class Findings(Protocol):
     def for_upstream(self) -> Sequence[str]: ...
     @property
     def localized(self) -> dict[str, Any] | None: ...
+    @property
+    def pass_level(self) -> dict[str, Any] | None: ...
 
 
 class Result(Protocol):
@@ -199,6 +201,7 @@ def build(result: Result, input_path: str, status: str, inputs_folder: str | Non
         if found.dispatch
         else None,
         "localized": found.localized,
+        "pass_level": found.pass_level,
         "difference": shown_by,
         "flags_removed": list(found.flags_removed),
         "for_upstream": list(found.for_upstream),
@@ -259,6 +262,24 @@ def _localized(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _pass_level(report: dict[str, Any]) -> list[str]:
+    """--pass-level: the command above replays the failing pass alone (the program is a
+    crash reproducer: `iree-opt --run-reproducer` replays it too); the input's own command."""
+    level = report.get("pass_level")
+    if not level:
+        return []
+    return [
+        "The program is the IR that entered the failing pass, with the pass pipeline in its `mlir_reproducer` "
+        f"resource (`iree-opt --run-reproducer` replays it). A replay took {level['replay_seconds']:g} s, "
+        f"a compile {level['compile_seconds']:g} s. The original input fails with:",
+        "",
+        "```sh",
+        level["input_level"],
+        "```",
+        "",
+    ]
+
+
 def to_markdown(report: dict[str, Any]) -> str:
     sizes = report["sizes"]
     before, after = sizes["before"], sizes["after"]
@@ -285,6 +306,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         "```",
         "",
     ]
+    lines += _pass_level(report)
     lines += _localized(report)
     if report.get("check_script"):
         script = report["check_script"]

@@ -26,7 +26,10 @@ class Guard:
         self.output = output
         self.paths = [settings.input, output] + ([settings.check] if settings.check else [])
         self.expected = {p: self._stat(p) for p in self.paths}
-        self.good: bytes | None = None  # what the output holds: a program's `form`
+        self.good: bytes | None = None  # what the output holds: a program's `form`, without the trailer
+        #: Written after every program (a crash reproducer's resource, which the MLIR
+        #: bindings do not print).
+        self.trailer = b""
         self.lock = threading.Lock()
         self._bytecode = Writer() if settings.output_bytecode(output) else None
 
@@ -64,10 +67,10 @@ class Guard:
         """Write the output. If it cannot be written and no longer holds the best so far
         (its directory was removed), data is saved elsewhere, and the error says where."""
         try:
-            files.write_atomically(self.output, data)
+            files.write_atomically(self.output, data + self.trailer)
         except OSError as exc:
             intact = self.good is not None and self._stat(self.output) == self.expected[self.output]
-            where = self._where_best() if intact else rescue(self.output, data)
+            where = self._where_best() if intact else rescue(self.output, data + self.trailer)
             raise UserError(
                 EXIT_CANNOT_WRITE, f"cannot write the output {self.output}: {exc.strerror}; {where}"
             ) from None

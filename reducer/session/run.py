@@ -96,10 +96,11 @@ def reduce_file(
     settings = attrs.evolve(settings, jobs=settings.workers())
     _check_settings(settings)
     check_paths(settings)
+    given = Input(settings.text, settings.text.encode()) if settings.text is not None else load_input(settings.input)
+    settings = triage.replayed(settings, given.text)  # a crash reproducer: its replay is the oracle
     check_oracle(settings)
     _say_unusable_tmpdir()
     check_limits()
-    given = Input(settings.text, settings.text.encode()) if settings.text is not None else load_input(settings.input)
     output = settings.output or default_output(settings.input)
     lock = OutputLock(output, lock_path(output))  # beside the file a link leads to: one lock for both
     try:
@@ -317,6 +318,7 @@ class Run:
             check_strategy_names(self.settings.strategies, self.settings.skip_strategies, self.loaded)
             record_start(self.resume, self.begin)
         self.begin.findings.notes = self.notes
+        self.guard.trailer = triage.trailer(self.begin.oracle)
 
     def _check_start(self, text: str) -> Start:
         settings = self.settings
@@ -383,6 +385,9 @@ class Run:
                 current: bytes | None = f.read()
         except OSError:
             current = None
+        trailer = self.guard.trailer
+        if current is not None and trailer and current.endswith(trailer):
+            current = current[: -len(trailer)]  # the program the output holds
         if current is not None and self.journal is not None and resumed:
             self.replaying = key(current)
         if current is not None and (resumed or self.guard.holds(current, text.encode())):
@@ -510,6 +515,11 @@ class Run:
         if done.oracle is not self.begin.oracle:
             self.begin = attrs.evolve(self.begin, oracle=done.oracle)
             self.judge = triage.repeated(done.oracle, self.settings.repeat)
+            trailer = triage.trailer(done.oracle)
+            if trailer != self.guard.trailer:  # a shorter pipeline: the output's resource says so
+                self.guard.trailer = trailer
+                if self.guard.good is not None:
+                    self.guard.write_output(self.guard.good)
         self._committed(done.text)
         return done.text
 

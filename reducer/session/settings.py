@@ -36,6 +36,7 @@ EXIT_CHECK_CHANGED_FILES = 11
 EXIT_EXECUTOR = 12
 EXIT_STOPPED = 13
 EXIT_TRIVIAL = 14
+EXIT_NOT_REPLAYABLE = 15
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -64,6 +65,8 @@ EXIT_CODES = {
     "or the open-files limit (ulimit -n) is too low for one worker and its check",
     EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
+    EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
+    "iree-compile); the message says how to make a local one",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
 
@@ -172,6 +175,10 @@ class Settings:
     inputs: Sequence[str] = ()  # --mismatch: .npy files or iree-run-module --input values, not generated ones
     localize: bool = True  # --mismatch: reduce the first dispatch that goes wrong, cut out (reducer/iree/cut.py)
     emit_bytecode: bool = False  # the output as MLIR bytecode (also when -o ends in .mlirbc); else text
+    # A crash reproducer's pass pipeline, replayed by iree-opt as the oracle: set from the
+    # input's `mlir_reproducer` resource when no check is given (reducer/iree/reproducer.py).
+    pass_pipeline: str | None = None
+    pass_level: bool = False  # --compile: reduce the local reproducer of the failing pass instead
 
     def output_bytecode(self, output: str) -> bool:
         """Whether the output is written as MLIR bytecode: asked for, or named so."""
@@ -199,6 +206,7 @@ class Findings:
     workflow_checks: int = 0  # oracle calls outside the engine, before it
     notes: list[str] = attrs.field(factory=list)  # what the run did to the input or its start, for the summary
     localized: dict[str, object] | None = None  # the dispatch a mismatch was cut down to (triage.localized)
+    pass_level: dict[str, object] | None = None  # --pass-level: the pipeline replayed, the input-level command
 
 
 @attrs.define

@@ -26,6 +26,7 @@ from reducer.session.settings import (
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_HANGS,
     EXIT_NOT_INTERESTING,
+    EXIT_NOT_REPLAYABLE,
     EXIT_STATE_MISMATCH,
     EXIT_USAGE,
     INITIAL_TIMEOUT,
@@ -56,7 +57,7 @@ def _iree_records() -> None:
     """The IREE room's classes register themselves for the state's codec as they are
     imported; a rerun reads its recorded start before anything else imports them."""
     from reducer.iree import dispatch  # noqa: F401
-    from reducer.iree.oracles import mismatch  # noqa: F401
+    from reducer.iree.oracles import mismatch, replay  # noqa: F401
 
 
 codec.on_unknown(_iree_records)
@@ -102,6 +103,9 @@ def _same_oracle(state: RunState, start: Start, settings: Settings, basename: st
     """The recorded start's oracle must be the one this command line builds (calibrated
     and triaged): a start.json edited or planted to name another check is refused, and
     nothing it names runs."""
+    level = start.findings.pass_level
+    if settings.pass_level and level is not None:  # the triage swapped in the reproducer's replay
+        settings = triage.replay_settings(settings, str(level["pipeline"]))
     built = make_oracle(settings, basename, start.timeout)
     recorded = [start.oracle] + ([start.findings.dispatch.oracle] if start.findings.dispatch is not None else [])
     for oracle in recorded:
@@ -228,6 +232,14 @@ def judge_original(
             EXIT_CHECK_HANGS,
             f"the check did not finish on the original input within {first.timeout:g} s; "
             "fix the script or raise --timeout",
+        )
+    if verdict.outcome == "not replayable":
+        raise UserError(
+            EXIT_NOT_REPLAYABLE,
+            f"{settings.input} is a crash reproducer iree-opt cannot replay ({first.why_not(verdict)}; a "
+            "full-pipeline one); make a local one by adding --mlir-pass-pipeline-crash-reproducer=F "
+            "--mlir-pass-pipeline-local-reproducer --mlir-disable-threading to the iree-compile command, "
+            "or reduce the model with --compile CMD --pass-level",
         )
     if not verdict.interesting:
         raise UserError(

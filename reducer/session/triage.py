@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
@@ -23,6 +23,9 @@ from reducer.session.settings import (
     UserError,
 )
 
+if TYPE_CHECKING:
+    from reducer.iree.oracles import CompileOracle
+
 log = logging.getLogger(__name__)
 
 
@@ -33,6 +36,10 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
 
     if settings.localize and oracle.kind == "numeric-mismatch":
         return localized(settings, text, oracle, findings, executor)
+    if oracle.kind == "pass-replay":  # a crash reproducer: its resource goes back on the output (`trailer`)
+        from reducer.iree import reproducer
+
+        return reproducer.strip(text), oracle
     if not isinstance(oracle, CompileOracle):
         if settings.isolate_dispatch or settings.from_phase_dump:
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need a --compile failure oracle")
@@ -41,6 +48,8 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
         if settings.isolate_dispatch or settings.from_phase_dump:
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
         return text, oracle
+    if settings.pass_level:
+        return pass_level(settings, text, oracle, findings, executor)
     if settings.isolate_dispatch:
         found = dispatch.isolate(oracle, text.encode(), executor)
         findings.workflow_checks += found.checks
@@ -59,6 +68,7 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
         findings.workflow_checks += search.checks
         if search.phase is not None:
             findings.phase = search.phase
+            _one_flag_away(search.phase, findings)
             limited = phases.limit(oracle, search.phase)
             if not search.worth_it() and not settings.from_phase_dump:
                 log.info(
@@ -88,6 +98,87 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
                     return resumed[0], resumed[1]
             return text, limited
     return text, oracle
+
+
+def _one_flag_away(phase: str, findings: Findings) -> None:
+    """A failure past parsing is inside a pass: the summary says --pass-level would reduce there."""
+    from reducer.iree.phases import PHASES
+
+    if phase != PHASES[0]:
+        findings.notes.append(
+            f"the failure is inside a pass (phase {phase}): a pass-level repro is one flag away "
+            "(--pass-level: reduce the IR entering the failing pass, each check replaying that pass "
+            "alone with iree-opt instead of compiling)"
+        )
+
+
+def replay_settings(settings: Settings, pipeline: str) -> Settings:
+    """The settings whose oracle replays pipeline (wiring's "replay" row)."""
+    return attrs.evolve(settings, check=None, compile=None, pass_level=False, pass_pipeline=pipeline)
+
+
+def replayed(settings: Settings, raw: str) -> Settings:
+    """An input holding a crash reproducer needs no check: its replay is the oracle."""
+    if settings.check is not None or settings.compile is not None or settings.oracle is not None:
+        return settings
+    if settings.pass_pipeline is not None or "mlir_reproducer" not in raw:
+        return settings
+    from reducer.iree import reproducer
+
+    found = reproducer.find(raw)
+    return settings if found is None else replay_settings(settings, found.pipeline)
+
+
+def trailer(oracle: Oracle) -> bytes:
+    """What the output carries after the program: a replayed reproducer's resource."""
+    from reducer.iree import reproducer
+    from reducer.iree.oracles.replay import ReplayOracle
+
+    return reproducer.trailer(oracle).encode() if isinstance(oracle, ReplayOracle) else b""
+
+
+def pass_level(
+    settings: Settings, text: str, oracle: CompileOracle, findings: Findings, executor: Executor
+) -> tuple[str, Oracle]:
+    """--pass-level: the local reproducer of the failing pass, with its replay as the
+    oracle, if that replay fails the way the compile does; else the input, and why."""
+    from reducer.iree import reproducer, signature
+    from reducer.session.wiring import make_oracle
+
+    found = reproducer.local(oracle, text.encode())
+    findings.workflow_checks += 1
+    if found is None:
+        findings.notes.append("--pass-level: iree-compile wrote no crash reproducer; reducing the input")
+        log.warning("%s", findings.notes[-1])
+        return text, oracle
+    pipeline = found.reproducer.pipeline
+    replay = make_oracle(replay_settings(settings, pipeline), oracle.basename, oracle.timeout or INITIAL_TIMEOUT)
+    verdict = executor.run(found.text.encode(), replay)
+    findings.workflow_checks += 1
+    sig = signature.of_verdict(verdict)
+    if (
+        not verdict.interesting
+        or sig is None
+        or (oracle.expected is not None and not settings.allow_slippage and not sig.matches(oracle.expected))
+    ):
+        why = sig.describe() if sig is not None else replay.why_not(verdict)
+        findings.notes.append(f"--pass-level: replaying {pipeline} fails otherwise ({why}); reducing the input")
+        log.warning("%s", findings.notes[-1])
+        return text, oracle
+    replay = replay.calibrate(verdict).with_timeout(settings.timeout or 10 * verdict.seconds + 5.0)
+    name = os.path.basename(settings.input) if settings.text is None else "input.mlir"
+    findings.pass_level = {
+        "pipeline": pipeline,
+        "input_level": oracle.reproducer(name),
+        "compile_seconds": round(found.seconds, 2),
+        "replay_seconds": round(verdict.seconds, 2),
+    }
+    findings.notes.append(
+        f"pass level: reducing the IR entering the failing pass ({len(found.text.encode())} bytes; {pipeline}); "
+        f"a check replays it in {verdict.seconds:.2f} s, a compile took {found.seconds:.1f} s"
+    )
+    log.info("%s", findings.notes[-1])
+    return reproducer.strip(found.text), replay
 
 
 def localized(
@@ -129,6 +220,8 @@ def ops_summary(result: Any) -> str:
     N ops, cut at dispatch #k to M ops, reduced to R ops; ' (the engine started from the cut)."""
     original, final, where = result.stats.original, result.stats.final, result.findings.localized
     model = result.input_size.ops if result.input_size is not None else None
+    if result.findings.pass_level is not None and model is not None:
+        return f"model {model} ops, the failing pass's reproducer {original.ops} ops, reduced to {final.ops} ops; "
     if where is None or model is None:
         return f"{original.ops} -> {final.ops} ops, "
     return f"model {model} ops, cut at dispatch #{where['index']} to {original.ops} ops, reduced to {final.ops} ops; "
@@ -239,10 +332,13 @@ _CALIBRATED = ("timeout", "expected")
 
 def _triage_flags() -> set[str]:
     """The flags `before` adds to a compile command (phases.limit, start_from_dump,
-    dispatch.isolate): a recorded command may carry these, and only these, beyond the user's."""
+    dispatch.isolate) and a replay's (replay_command): a recorded command may carry these, and only these, beyond the user's."""
+    from reducer.iree.oracles.replay import NO_THREADS
     from reducer.iree.phases import PHASES
 
-    return {"--compile-mode=hal-executable"} | {f"--compile-{w}={p}" for w in ("to", "from") for p in PHASES}
+    return {"--compile-mode=hal-executable", NO_THREADS} | {
+        f"--compile-{w}={p}" for w in ("to", "from") for p in PHASES
+    }
 
 
 def untriaged(oracle: Oracle) -> Oracle | str:

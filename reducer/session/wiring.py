@@ -178,18 +178,24 @@ def _slow(settings: Settings, basename: str, timeout: float) -> Oracle:
     )
 
 
-def _compile(settings: Settings, basename: str, timeout: float) -> Oracle:
-    from reducer.iree.oracles import CompileOracle
-
-    command, against, _ = _commands(settings)
-    if against is not None:
-        raise UserError(EXIT_USAGE, "--against goes with --mismatch or --slower-than-factor")
+def _expect_error(settings: Settings) -> None:
     try:
         re.compile(settings.expect_error or "")
     except re.error as exc:
         raise UserError(
             EXIT_USAGE, f"--expect-error {settings.expect_error!r} is not a regular expression: {exc}"
         ) from None
+
+
+def _compile(settings: Settings, basename: str, timeout: float) -> Oracle:
+    from reducer.iree.oracles import CompileOracle
+
+    command, against, _ = _commands(settings)
+    if against is not None:
+        raise UserError(EXIT_USAGE, "--against goes with --mismatch or --slower-than-factor")
+    if settings.pass_level and not command.is_iree_compile():
+        raise UserError(EXIT_USAGE, "--pass-level needs an iree-compile command (it writes the crash reproducer)")
+    _expect_error(settings)
     return CompileOracle(
         command,
         basename,
@@ -197,6 +203,20 @@ def _compile(settings: Settings, basename: str, timeout: float) -> Oracle:
         settings.expect_error,
         settings.expect_crash,
         settings.allow_slippage,
+    )
+
+
+def _replay(settings: Settings, basename: str, timeout: float) -> Oracle:
+    from reducer.iree.oracles.replay import ReplayOracle
+
+    _expect_error(settings)
+    return ReplayOracle.of(
+        settings.pass_pipeline or "",
+        basename,
+        timeout,
+        expect_error=settings.expect_error,
+        expect_crash=settings.expect_crash,
+        allow_slippage=settings.allow_slippage,
     )
 
 
@@ -234,7 +254,14 @@ ORACLES: dict[str, OracleKind] = {
         "--compile CMD                      CMD fails the way it fails on INPUT ({input} = candidate)",
         lambda s: s.compile is not None,
         _compile,
+        (("--expect-error", "expect_error"), ("--expect-crash", "expect_crash"), ("--pass-level", "pass_level")),
+    ),
+    "replay": OracleKind(
+        "(a crash reproducer as INPUT)      iree-opt replays its pass pipeline and fails the same way",
+        lambda s: s.pass_pipeline is not None,
+        _replay,
         (("--expect-error", "expect_error"), ("--expect-crash", "expect_crash")),
+        "a crash reproducer as INPUT",
     ),
 }
 
@@ -245,8 +272,12 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
         if settings.check is not None or settings.compile is not None:
             raise UserError(EXIT_USAGE, "give an oracle, a check script or a compile command, not several")
         return settings.oracle.with_timeout(timeout)
-    if (settings.check is None) == (settings.compile is None):
-        raise UserError(EXIT_USAGE, "give exactly one of --check SCRIPT or --compile COMMAND")
+    given = [x for x in (settings.check, settings.compile, settings.pass_pipeline) if x is not None]
+    if len(given) != 1:
+        raise UserError(
+            EXIT_USAGE,
+            "give exactly one of --check SCRIPT or --compile COMMAND (a crash reproducer as INPUT needs neither)",
+        )
     kind = next(kind for kind in ORACLES.values() if kind.chosen(settings))
     oracle = kind.build(settings, basename, timeout)  # its own errors first: they say more
     refuse_other_flags(settings, kind)

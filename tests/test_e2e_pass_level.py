@@ -1,0 +1,157 @@
+"""Crash reproducers with the real iree-compile and iree-opt: a local reproducer given
+alone is reduced with its replay as the oracle, a full-pipeline one is refused in one
+line, and --pass-level reduces the IR entering the failing pass of a codegen
+legalization, a narrow-type emulation and a stream-level failure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import needs_iree
+from programs import COMPILE
+
+from reducer.iree import reproducer, signature
+from reducer.session import EXIT_NOT_REPLAYABLE, Settings, reduce_file
+
+pytestmark = [pytest.mark.e2e, needs_iree]
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "f6-legalize" / "model.mlir"
+CMD = COMPILE + " {input} -o /dev/null"
+SCHEMA = json.loads((ROOT / "docs" / "report-schema.json").read_text())
+
+
+def models():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import models
+
+    return models
+
+
+def replay(path: Path) -> signature.Signature:
+    """What `iree-opt --run-reproducer` says on a file: the resource alone drives it."""
+    proc = subprocess.run(
+        ["iree-opt", "--run-reproducer", str(path), "-o", "/dev/null"], capture_output=True, text=True
+    )
+    return signature.of(proc.returncode, proc.stderr)
+
+
+def compile_failure(path: Path) -> signature.Signature:
+    proc = subprocess.run(f"{COMPILE} {path} -o /dev/null", shell=True, capture_output=True, text=True)
+    return signature.of(proc.returncode, proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def local_repro(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The f6 example's local reproducer, as a user makes it with the documented flags."""
+    path = tmp_path_factory.mktemp("repro") / "repro.mlir"
+    subprocess.run(
+        f"{COMPILE} {EXAMPLE} -o /dev/null --mlir-pass-pipeline-crash-reproducer={path} "
+        "--mlir-pass-pipeline-local-reproducer --mlir-disable-threading",
+        shell=True,
+        capture_output=True,
+    )
+    assert reproducer.find(path.read_text()) is not None
+    return path
+
+
+def test_a_local_reproducer_alone_is_reduced_by_its_replay_and_stays_replayable(local_repro: Path, tmp_path: Path):
+    original = replay(local_repro)
+    assert original.kind == "error" and "arith.truncf" in original.first_error
+    out = tmp_path / "out.mlir"
+    result = reduce_file(Settings(str(local_repro), output=str(out), jobs=2))  # no check, no command
+    assert result.oracle is not None and result.oracle.kind == "pass-replay"
+    text = out.read_text()
+    assert "mlir_reproducer" in text and text.count("{-#") == 1  # the resource is back, once
+    assert replay(out).matches(original)  # the output replays the same error on its own
+    assert result.stats.final.ops is not None and result.stats.final.ops <= 25
+    assert local_repro.read_text().count("\n") > 5000  # the input is untouched
+
+
+def test_a_full_pipeline_reproducer_gets_one_line_on_making_a_local_one(tmp_path: Path):
+    from test_replay import FULL
+
+    src = tmp_path / "full.mlir"
+    src.write_text(FULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer.cli", str(src), "-j", "1", "-q"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert proc.returncode == EXIT_NOT_REPLAYABLE
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(src) in lines[0]
+    assert "--mlir-pass-pipeline-local-reproducer" in lines[0] and "--mlir-disable-threading" in lines[0]
+    assert not (tmp_path / "full.reduced.mlir").exists()
+
+
+def test_pass_level_reduces_the_failing_pass_and_reports_both_commands(tmp_path: Path):
+    src = tmp_path / "model.mlir"
+    src.write_text(EXAMPLE.read_text())
+    out, report = tmp_path / "out.mlir", tmp_path / "report.json"
+    md = tmp_path / "report.md"
+    from reducer import api
+
+    done = api.reduce(src, compile=CMD, pass_level=True, output=out, jobs=2, report=str(md), report_json=str(report))
+    result = done.result
+    data = json.loads(report.read_text())
+    jsonschema.validate(data, SCHEMA)
+    level = data["pass_level"]
+    assert level is not None and "iree-convert-to-llvm" in level["pipeline"]
+    assert level["input_level"].startswith("iree-compile ") and " model.mlir " in level["input_level"]
+    assert data["oracle"]["kind"] == "pass-replay"
+    assert data["oracle"]["reproduce"].startswith("iree-opt --pass-pipeline='builtin.module(")
+    assert replay(out).first_error == compile_failure(src).first_error  # the same error, at the pass
+    assert result.stats.final.ops is not None and result.stats.final.ops <= 25
+    markdown = md.read_text()
+    assert "iree-opt --run-reproducer" in markdown and level["input_level"] in markdown
+
+
+@pytest.mark.parametrize(
+    ("make", "pipeline"),
+    [
+        (lambda m: m.transformer(bug="i4dyn"), "iree-codegen-emulate-narrow-type"),  # narrow-type emulation
+        (lambda m: m.convnet(bug="i4odd"), "iree-stream-encode-host-tensors"),  # stream, before codegen
+    ],
+    ids=["narrow-type", "stream"],
+)
+def test_pass_level_on_the_corpus_failures_keeps_the_error(tmp_path: Path, make, pipeline: str):
+    src = tmp_path / "model.mlir"
+    src.write_text(make(models()))
+    out = tmp_path / "out.mlir"
+    result = reduce_file(Settings(str(src), compile=CMD, pass_level=True, output=str(out), jobs=2))
+    assert result.findings.pass_level is not None and pipeline in str(result.findings.pass_level["pipeline"])
+    assert replay(out).first_error == compile_failure(src).first_error
+    assert result.stats.final.ops is not None and result.stats.final.ops <= 25
+
+
+def test_a_compile_run_failing_in_a_pass_says_pass_level_is_one_flag_away(tmp_path: Path):
+    src = tmp_path / "model.mlir"
+    src.write_text(models().convnet(bug="i4odd"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer.cli", str(src), "--compile", CMD, "-j", "2", "-q", "--max-checks", "2"],
+        capture_output=True,
+        text=True,
+    )
+    assert "a pass-level repro is one flag away" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_the_passes_the_failure_does_not_need_leave_the_pipeline_and_the_output_resource(tmp_path: Path):
+    """Pipeline reduction on a reproducer input: the flag reduction's pass variants drop
+    the two cse passes, and the output's resource names the pipeline left."""
+    from test_replay import LOCAL
+
+    found = reproducer.find(LOCAL)
+    assert found is not None
+    longer = found.pipeline.replace("builtin.module(hal.executable(", "builtin.module(cse,hal.executable(", 1)
+    longer = longer.replace("builtin.module(iree-convert-to-llvm", "builtin.module(cse,iree-convert-to-llvm")
+    src = tmp_path / "repro.mlir"
+    src.write_text(reproducer.strip(LOCAL) + reproducer.Reproducer(longer).block())
+    out = tmp_path / "out.mlir"
+    result = reduce_file(Settings(str(src), output=str(out), jobs=2))
+    left = reproducer.find(out.read_text())
+    assert left is not None and left.pipeline == found.pipeline, result.findings.flags_removed
+    assert replay(out).matches(replay(src))
