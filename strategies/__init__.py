@@ -11,6 +11,7 @@ the `ireereduce.strategies` entry points run after all of these."""
 from reducer.core.strategy import Strategy
 from strategies.arguments_to_constants import ArgumentsToConstants
 from strategies.attributes import Attributes
+from strategies.blocks import Blocks
 from strategies.drop_ops import DropOps
 from strategies.forward_operands import ForwardOperands
 from strategies.generic_to_ops import GenericToOps
@@ -38,6 +39,7 @@ BUILTIN: list[type[Strategy]] = [
     ShrinkValues,
     Globals,
     Regions,
+    Blocks,
     UnusedResults,
     RemoveResultsAndArguments,
     GenericToOps,
