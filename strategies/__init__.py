@@ -16,6 +16,7 @@ from strategies.drop_ops import DropOps
 from strategies.forward_operands import ForwardOperands
 from strategies.generic_to_ops import GenericToOps
 from strategies.globals import Globals
+from strategies.hal_executables import HalExecutables
 from strategies.iree_simplify import IreeSimplify
 from strategies.opt_passes import OptPasses
 from strategies.regions import Regions
@@ -40,6 +41,7 @@ BUILTIN: list[type[Strategy]] = [
     Globals,
     Regions,
     Blocks,
+    HalExecutables,
     UnusedResults,
     RemoveResultsAndArguments,
     GenericToOps,
