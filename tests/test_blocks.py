@@ -61,3 +61,18 @@ def test_after_a_fold_the_chain_of_single_predecessor_blocks_merges():
     flat = apply_edits(Blocks(), taken.text, lambda edits: [e for e in edits if e.kind == "merge"])
     assert isinstance(flat, Candidate), flat
     assert "^bb" not in flat.text and "cf.br" not in flat.text and "math.exp %arg2" in flat.text
+
+
+def test_a_fold_passes_the_taken_side_its_own_operands():
+    text = """func.func @h(%c: i1, %x: f32, %y: f32) -> f32 {
+  cf.cond_br %c, ^bb1(%x : f32), ^bb1(%y : f32)
+^bb1(%v: f32):
+  return %v : f32
+}
+"""
+    other = apply_edits(Blocks(), text, pick("to-false"))
+    assert isinstance(other, Candidate), other
+    assert "cf.br ^bb1(%arg2 : f32)" in other.text
+    taken = apply_edits(Blocks(), text, pick("to-true"))
+    assert isinstance(taken, Candidate), taken
+    assert "cf.br ^bb1(%arg1 : f32)" in taken.text
