@@ -186,3 +186,15 @@ def test_a_compile_that_succeeds_gets_no_hint_for_check_scripts(case: Path):
     line = error_line(proc.stderr)
     assert "the command succeeds on it" in line and "mlir-reduce" not in line, line
     assert_clean(case)
+
+
+@pytest.mark.parametrize("flag", ["--isolate-dispatch", "--from-phase-dump"])
+def test_a_workflow_without_its_compile_oracle_is_refused_before_any_check(case: Path, flag: str):
+    """--isolate-dispatch with a check script was refused only after the original's two
+    checks, and as "not interesting" (exit 5) when the check failed it."""
+    make_script(case / "check.sh", f"touch {case}/ran; exit 1")
+    proc = cli(case, "input.mlir", "--check", "./check.sh", flag)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert "need a --compile failure oracle" in error_line(proc.stderr)
+    assert not (case / "ran").exists()
+    assert_clean(case)

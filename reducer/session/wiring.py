@@ -286,8 +286,17 @@ def make_oracle(settings: Settings, basename: str, timeout: float) -> Oracle:
 
 def check_oracle(settings: Settings) -> None:
     """The oracle's command-line errors (a quote not closed, an option of another oracle)
-    before any worker starts: its start lines would come before the one error line."""
-    make_oracle(settings, os.path.basename(settings.input) or "input.mlir", 1.0)
+    before any worker starts: its start lines would come before the one error line. So
+    is a workflow without the iree-compile failure it needs, found after the original's
+    checks before."""
+    oracle = make_oracle(settings, os.path.basename(settings.input) or "input.mlir", 1.0)
+    if settings.isolate_dispatch or settings.from_phase_dump:
+        from reducer.iree.oracles import CompileOracle
+
+        if not isinstance(oracle, CompileOracle):
+            raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need a --compile failure oracle")
+        if oracle.kind != "pass-replay" and not oracle.command.is_iree_compile():
+            raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
 
 
 def refuse_other_flags(settings: Settings, kind: OracleKind) -> None:
