@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -64,15 +61,8 @@ def run(case: str, config: str, cap: float, jobs: int, commit: str) -> dict[str,
             argv += ["--compile", CMD] + (["--pass-level"] if config == "pass-level" else [])
         out = Path(tmp) / "out.mlir"
         argv += ["-o", str(out), "--stats-json", f"{tmp}/stats.json", "--progress-json", f"{tmp}/progress.jsonl"]
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=cap)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
-        seconds = time.monotonic() - start
-        row: dict[str, object] = {"case": case, "config": config, "commit": commit, "rc": proc.returncode}
+        rc, err, seconds = measured.run_capped(argv, cap)
+        row: dict[str, object] = {"case": case, "config": config, "commit": commit, "rc": rc}
         row["seconds"] = round(seconds, 1)
         try:
             stats = json.loads(Path(f"{tmp}/stats.json").read_text())
@@ -129,13 +119,9 @@ def main() -> None:
     args = p.parse_args()
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     if not args.table:
-        commit = measured.commit()  # what is measured is the code at the start
-        for case in args.cases.split(","):
-            for config in args.configs.split(","):
-                row = run(case, config, args.cap, args.j, commit)
-                print(json.dumps(row), flush=True)
-                old = [o for o in old if (o["case"], o["config"]) != (case, config)] + [row]
-                RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        old = measured.measure_grid(
+            RESULTS, args.cases.split(","), args.configs.split(","), lambda c, k, at: run(c, k, args.cap, args.j, at)
+        )
     order = {c: i for i, c in enumerate(CASES)}
     print(table(sorted(old, key=lambda o: (order.get(o["case"], 99), CONFIGS.index(o["config"])))))
 

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -63,19 +59,12 @@ def run(case: str, config: str, cap: float, jobs: int, commit: str) -> dict[str,
         ]
         if command:
             argv += ["--compile", command]
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=cap)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
-        seconds = time.monotonic() - start
+        rc, err, seconds = measured.run_capped(argv, cap)
         row: dict[str, object] = {
             "case": case,
             "config": config,
             "commit": commit,
-            "rc": proc.returncode,
+            "rc": rc,
             "seconds": round(seconds, 1),
             "capped": seconds >= cap,
         }
@@ -126,13 +115,9 @@ def main() -> None:
     args = p.parse_args()
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
     if args.cmd == "run":
-        commit = measured.commit()  # what is measured is the code at the start
-        for case in args.cases.split(","):
-            for config in args.configs.split(","):
-                row = run(case, config, args.cap, args.j, commit)
-                print(json.dumps(row), flush=True)
-                old = [o for o in old if (o["case"], o["config"]) != (case, config)] + [row]
-                RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        old = measured.measure_grid(
+            RESULTS, args.cases.split(","), args.configs.split(","), lambda c, k, at: run(c, k, args.cap, args.j, at)
+        )
     order = {c: i for i, c in enumerate(COMMANDS)}
     corder = {c: i for i, c in enumerate(CONFIGS)}
     print(table(sorted(old, key=lambda o: (order.get(o["case"], 99), corder.get(o["config"], 99)))))

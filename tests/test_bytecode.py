@@ -14,27 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import make_script, needs_iree
 from programs import COMPILE, F6_ERROR, mlp
+from test_faults import BIG, SMALL
 
 from reducer import session
 from reducer.core import bytecode
 from reducer.core.encoded import Encoded
 from reducer.core.executor import Executor, ExecutorStats
 from reducer.core.oracle import Oracle, Verdict
-
-SMALL = """func.func @f(%a: f32) -> f32 {
-  %0 = arith.negf %a : f32
-  %1 = math.exp %0 : f32
-  %2 = arith.negf %1 : f32
-  return %2 : f32
-}
-"""
-
-#: A chain long enough that a run makes many improvements (a kill lands mid-run).
-BIG = (
-    "func.func @f(%a: f32) -> f32 {\n"
-    + "".join(f"  %v{i} = arith.negf {'%a' if i == 0 else f'%v{i - 1}'} : f32\n" for i in range(40))
-    + "  %e = math.exp %v39 : f32\n  return %e : f32\n}\n"
-)
 
 #: A check that accepts only bytecode under the input's .mlirbc name, then asks iree-opt.
 STRICT = """case "$1" in *.mlirbc) ;; *) exit 1;; esac
