@@ -151,7 +151,7 @@ def test_scheduler_and_resources_need_the_dask_executor(tmp_path: Path):
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 2 and "go with --executor dask" in proc.stderr
+    assert proc.returncode == 2 and "goes with --executor dask" in proc.stderr
 
 
 def _worker(tmp: Path, check: Path) -> subprocess.Popen[bytes]:

@@ -1036,7 +1036,7 @@ def test_input_that_is_not_utf8_says_which_byte_and_where(case: Path, data: byte
         (["--strategies", ","], "--strategies names no strategy"),
         (
             ["--check-files", "expected.txt"],
-            "--check-files go with --executor dask; the local executor would ignore it",
+            "--check-files goes with --executor dask; the local executor would ignore it",
         ),
     ],
     ids=["max-time-nan", "strategies-empty", "check-files-local"],

@@ -198,3 +198,32 @@ def test_a_workflow_without_its_compile_oracle_is_refused_before_any_check(case:
     assert "need a --compile failure oracle" in error_line(proc.stderr)
     assert not (case / "ran").exists()
     assert_clean(case)
+
+
+# -- options that leave nothing to do ----------------------------------------------------
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--strategies", "drop-ops", "--skip-strategies", "drop-ops"], "--skip-strategies leaves no strategy"),
+        (["--no-state", "--state-dir", "sd"], "--no-state and --state-dir contradict each other"),
+    ],
+    ids=["every-strategy-skipped", "no-state-with-state-dir"],
+)
+def test_options_that_contradict_each_other_are_refused(case: Path, args: list[str], said: str):
+    """Each was accepted: the first ran no strategy and exited 0 with the input as output."""
+    proc = cli(case, "input.mlir", "--check", "./check.sh", *args)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert said in error_line(proc.stderr)
+    assert not (case / "input.reduced.mlir").exists() and not (case / "sd").exists()
+    assert not list(case.glob("*.resume"))
+    assert_clean(case)
+
+
+def test_skipping_every_strategy_by_name_is_refused(case: Path):
+    from reducer.session.wiring import registry
+
+    everything = ",".join(registry())
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "--skip-strategies", everything)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert "--skip-strategies leaves no strategy" in error_line(proc.stderr)
+    assert_clean(case)

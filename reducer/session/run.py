@@ -144,6 +144,8 @@ def _check_settings(settings: Settings) -> None:
     if settings.strategies is not None and not settings.strategies:
         raise UserError(EXIT_USAGE, "--strategies names no strategy; see ireereduce --list-strategies")
     check_counts(settings)
+    if settings.no_state and settings.state_dir is not None:
+        raise UserError(EXIT_USAGE, "--no-state and --state-dir contradict each other; give one of them")
     if settings.text is not None and not settings.output:
         raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
 

@@ -70,6 +70,10 @@ def check_strategy_names(only: Sequence[str] | None, skip: Sequence[str], availa
     unknown = [n for n in [*(only or []), *skip] if canonical_name(n) not in available]
     if unknown:
         raise UserError(EXIT_USAGE, f"unknown strategy {', '.join(unknown)}; see ireereduce --list-strategies")
+    chosen = {canonical_name(n) for n in only} if only else set(available)
+    if not chosen - {canonical_name(n) for n in skip}:
+        # A run with nothing to try "succeeded" with the input as its output.
+        raise UserError(EXIT_USAGE, "--skip-strategies leaves no strategy to run; see ireereduce --list-strategies")
 
 
 # -- Oracles ---------------------------------------------------------------------------
@@ -329,7 +333,7 @@ def _local(settings: Settings, oracle: Oracle | None) -> Executor:
     if given:
         raise UserError(
             EXIT_USAGE,
-            f"{' and '.join(given)} go with --executor dask; the local executor would ignore "
+            f"{' and '.join(given)} {'goes' if len(given) == 1 else 'go'} with --executor dask; the local executor would ignore "
             f"{'it' if len(given) == 1 else 'them'}",
         )
     try:
