@@ -53,6 +53,7 @@ from reducer.core.oracle import (
     never,
     note_outside,
     task_scope,
+    whole,
 )
 from reducer.core.processes import STOP_SIGNALS, become_subreaper, stops_deferred
 
@@ -384,7 +385,7 @@ class DaskExecutor(Executor):
             assert judge is not None, "submit names its oracle when the executor has none"
             remote = self._shipped_form(judge)
         task = self.client.submit(
-            _run_task, data, remote, self.memory_limit, pure=False, resources=self.resources or None
+            _run_task, whole(data), remote, self.memory_limit, pure=False, resources=self.resources or None
         )
         with self._lock:
             self._tasks[result] = task

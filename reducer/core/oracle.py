@@ -341,8 +341,25 @@ def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
     with tempfile.TemporaryDirectory(prefix="ireereduce-", dir=parent) as tmp:
         path = os.path.join(tmp, basename)
         with open(path, "wb") as f:
-            f.write(data)
+            write_data(f, data)
         yield tmp, path
+
+
+def write_data(f: Any, data: bytes) -> None:
+    """Write a candidate's file. Most candidates are their bytes; one that holds more
+    than it carries (`reducer.core.resources.Attached`: big weights the kernel copies from
+    the input file) writes itself, so no process holds those bytes."""
+    writer = getattr(data, "write_to", None)
+    if writer is not None:
+        writer(f)
+    else:
+        f.write(data)
+
+
+def whole(data: bytes) -> bytes:
+    """A candidate's file as bytes, for what must carry it whole (a Dask task)."""
+    get = getattr(data, "whole", None)
+    return get() if get is not None else data
 
 
 def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, cancel: CancelFn = never) -> Run:

@@ -11,12 +11,13 @@ import abc
 import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from reducer.core import ir as irutil
+from reducer.core.resources import REFERENCE, unrenamed
 from reducer.core.strategy import Edit, MLIRProgram, Program, Strategy
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,19 @@ class Workspace(abc.ABC):
     mode: str
     program: Program
     size: Size
+    #: The bytes of each `dense_resource` blob the run keeps out of the text
+    #: (`reducer.core.resources`), by key: a program's size counts the blobs it uses, as
+    #: its file holds them, and not those it no longer uses.
+    blob_sizes: Mapping[str, int] = {}
+
+    def weigh(self, text: str) -> int:
+        """text's bytes as a file: with the blobs it uses."""
+        nbytes = len(text.encode())
+        if self.blob_sizes and "dense_resource<" in text:
+            nbytes += sum(
+                self.blob_sizes[k] for k in {m.group(1) for m in REFERENCE.finditer(text)} & set(self.blob_sizes)
+            )
+        return nbytes
 
     def opportunities(self, strategy: Strategy) -> list[Edit]:
         with self.scope():
@@ -139,23 +153,24 @@ class Workspace(abc.ABC):
 class TextWorkspace(Workspace):
     mode = "text"
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, blob_sizes: Mapping[str, int] | None = None) -> None:
+        self.blob_sizes = blob_sizes or {}
         self._set(text)
 
     def _set(self, text: str) -> None:
         self.program = Program(text)
-        self.size = Size(None, len(text.encode()))
+        self.size = Size(None, self.weigh(text))
 
     def _finish(self, result: object) -> tuple[str, Size, object] | Rejected:
         if not isinstance(result, str):
             return Rejected("strategy-error", "text strategies must return text")
-        return result, Size(None, len(result.encode())), None
+        return result, Size(None, self.weigh(result)), None
 
     def commit(self, candidate: Candidate) -> None:
         self._set(candidate.text)
 
     def fork(self, candidate: Candidate) -> Workspace:
-        return TextWorkspace(candidate.text)
+        return TextWorkspace(candidate.text, self.blob_sizes)
 
 
 #: Below this many bytes a candidate is printed whole: matching its top-level ops with the
@@ -470,11 +485,28 @@ class MLIRWorkspace(Workspace):
             return attrs.evolve(candidate, size=self.size)
         return attrs.evolve(candidate, size=attrs.evolve(candidate.size, volume=irutil.tensor_volume(candidate.text)))
 
-    def __init__(self, text: str, options: irutil.PrintOptions, verify: bool = True) -> None:
+    def __init__(
+        self, text: str, options: irutil.PrintOptions, verify: bool = True, blob_sizes: Mapping[str, int] | None = None
+    ) -> None:
         self.options = options
         self.verify = verify
+        self.blob_sizes = blob_sizes or {}
         self.ctx = irutil.new_context()
         self._set(irutil.parse(text, self.ctx))
+
+    def _keys(self, text: str) -> str:
+        """text with each blob key as the input spells it. Parsing a program again in this
+        context renames its keys (`weights` -> `weights_1`: MLIR keeps one blob per name
+        in a context), and the key is what finds a blob in the input file."""
+        if not self.blob_sizes or "dense_resource<" not in text:
+            return text
+        known = self.blob_sizes
+
+        def fix(m: re.Match[str]) -> str:
+            key = unrenamed(m.group(1), known)
+            return m.group(0) if key == m.group(1) else f"dense_resource<{key}>"
+
+        return REFERENCE.sub(fix, text)
 
     @contextlib.contextmanager
     def scope(self):
@@ -488,7 +520,7 @@ class MLIRWorkspace(Workspace):
         already (printing a megabyte module again costs as much as the first time)."""
         if options == self.options:
             return self.program.text
-        return irutil.to_text(self.program.root, options, verified=False)
+        return self._keys(irutil.to_text(self.program.root, options, verified=False))
 
     def reprint(self, options: irutil.PrintOptions) -> None:
         """Switch print options (e.g. keep locations when the check depends on them)."""
@@ -502,11 +534,11 @@ class MLIRWorkspace(Workspace):
         if known is not None:
             self.program, self._size = MLIRProgram(known.text, root), known.size
             return
-        text = irutil.to_text(root, self.options, verified=False)
+        text = self._keys(irutil.to_text(root, self.options, verified=False))
         self.program = MLIRProgram(text, root)
         top = self.program.analysis(_TopLevel.of)  # its counts are what candidates reuse
         ops = sum(top.counts) if top is not None else irutil.count_ops(root)
-        self._size = Size(ops, len(text.encode()), UNKNOWN_VOLUME)
+        self._size = Size(ops, self.weigh(text), UNKNOWN_VOLUME)
 
     def _finish(self, result: object) -> tuple[str, Size, object] | Rejected:
         keep = None
@@ -535,7 +567,8 @@ class MLIRWorkspace(Workspace):
                 # the same IR prints the current text, which materialize rejects unprinted.
                 return self.program.text, self._size, None
             text = irutil.to_text(root, self.options, verified=self.verify)
-        nbytes = len(text.encode())
+        text = self._keys(text)
+        nbytes = self.weigh(text)
         # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
         # A pass that changed nothing ties too, but materialize rejects the same text unmeasured.
         tie = (ops, nbytes) == (self._size.ops, self._size.bytes) and text != self.program.text
@@ -555,6 +588,7 @@ class MLIRWorkspace(Workspace):
     def fork(self, candidate: Candidate) -> Workspace:
         other = object.__new__(MLIRWorkspace)
         other.options, other.verify, other.ctx = self.options, self.verify, self.ctx
+        other.blob_sizes = self.blob_sizes
         with self.scope():
             other._set(self._module_of(candidate), known=candidate)
         return other

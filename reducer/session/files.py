@@ -17,6 +17,9 @@ from typing import TextIO
 
 import attrs
 
+from reducer.core import resources
+from reducer.core.oracle import whole, write_data
+from reducer.core.resources import Blobs
 from reducer.core.state import RunState, foreign_lock
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
@@ -120,7 +123,7 @@ def write_atomically(path: str, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
-            f.write(data)
+            write_data(f, data)
         os.replace(tmp, target.path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -145,7 +148,7 @@ def _write_stream(path: str, target: Target, data: bytes) -> None:
             fd = os.open(target.path, os.O_WRONLY | os.O_NONBLOCK)
             os.set_blocking(fd, True)
         try:
-            view = memoryview(data)
+            view = memoryview(whole(data))
             while view:
                 view = view[os.write(fd, view) :]
         finally:
@@ -198,30 +201,43 @@ BYTECODE_SUFFIX = ".mlirbc"
 @attrs.frozen
 class Input:
     """The input as read: its text (the engine reduces that), its bytes (what a resumed
-    run must find unchanged), and whether it is MLIR bytecode (then every check gets
-    each program as bytecode too)."""
+    run must find unchanged: for an input whose blobs were split off, the digest of its
+    bytes), whether it is MLIR bytecode (then every check gets each program as bytecode
+    too), and its `dense_resource` blobs, when they were kept out of the text (then
+    every file the run writes gets the blobs its program uses)."""
 
     text: str
     data: bytes
     bytecode: bool = False
+    blobs: Blobs | None = None
 
 
-def load_input(path: str) -> Input:
+def load_input(path: str, split: bool = True) -> Input:
+    """The input file; with `split`, a text input's builtin blobs stay in the file
+    (`reducer.core.resources`) and its text refers to them by key."""
     if not os.path.exists(path):
         raise UserError(EXIT_BAD_INPUT, f"input file {path!r} does not exist")
     if os.path.isdir(path):
         raise UserError(EXIT_BAD_INPUT, f"input {path!r} is a directory; give the .mlir file to reduce")
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            bytecode = f.read(len(BYTECODE_MAGIC)) == BYTECODE_MAGIC
+        cut = resources.split(path) if split and not bytecode and not path.endswith(BYTECODE_SUFFIX) else None
+        if cut is None:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as exc:
         raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
+    if cut is not None:
+        text = decode_input(cut.program, path)
+        return Input(text, cut.digest, False, cut.blobs)
     text = decode_input(data, path)  # a .mlirbc name without the magic is refused there
-    return Input(text, data, data.startswith(BYTECODE_MAGIC))
+    return Input(text, data, bytecode)
 
 
 def read_input(path: str) -> str:
-    return load_input(path).text
+    """The input's whole text, its blobs included."""
+    return load_input(path, split=False).text
 
 
 def decode_input(data: bytes, path: str) -> str:
@@ -533,7 +549,7 @@ def rescue(path: str, data: bytes) -> str:
                 break
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+                    write_data(f, data)
             except OSError:
                 with contextlib.suppress(OSError):
                     os.unlink(name)

@@ -7,8 +7,10 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 
 from reducer.core.bytecode import Writer
+from reducer.core.oracle import whole
 from reducer.session import files
 from reducer.session.files import WRITE_ERRORS, rescue
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_CANNOT_WRITE, EXIT_CHECK_CHANGED_FILES, Settings, UserError
@@ -21,7 +23,7 @@ class Guard:
     itself is a broken check, and its verdicts cannot be trusted. Also remembers the
     last good output, to put back if the check overwrote it."""
 
-    def __init__(self, settings: Settings, output: str) -> None:
+    def __init__(self, settings: Settings, output: str, attach: Callable[[bytes], bytes] | None = None) -> None:
         self.settings = settings
         self.output = output
         self.paths = [settings.input, output] + ([settings.check] if settings.check else [])
@@ -32,14 +34,17 @@ class Guard:
         self.trailer = b""
         self.lock = threading.Lock()
         self._bytecode = Writer() if settings.output_bytecode(output) else None
+        self._attach = attach  # a program's file gets the blobs it uses (`reducer.core.resources`)
 
     def form(self, program: bytes) -> bytes:
         """A program (text) as the output holds it: MLIR bytecode for -o x.mlirbc or
         --emit-bytecode, else the text. Text that does not parse as MLIR has no bytecode
         form and stays text."""
+        if self._attach is not None:
+            program = self._attach(program)
         if self._bytecode is None:
             return program
-        encoded = self._bytecode(program)
+        encoded = self._bytecode(whole(program))
         if encoded is None:
             log.warning("the program does not parse as MLIR: %s holds it as text, not bytecode", self.output)
             return program

@@ -11,7 +11,7 @@ if nothing had started early, for any -j.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -33,13 +33,15 @@ class Reprinted:
     that neither learns from the original's verdict nor measures time; its verdict is
     used only where it is provably the one `choose_workspace`'s check would give."""
 
-    def __init__(self, text: str, verify: bool, oracle: Oracle, executor: Executor) -> None:
+    def __init__(
+        self, text: str, verify: bool, oracle: Oracle, executor: Executor, blob_sizes: Mapping[str, int] | None = None
+    ) -> None:
         self.text, self.verify, self.oracle, self.executor = text, verify, oracle, executor
         self.data: bytes | None = None
         self.future: concurrent.futures.Future[Verdict] | None = None
         self.workspace: MLIRWorkspace | irutil.ParseError
         try:
-            self.workspace = MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
+            self.workspace = MLIRWorkspace(text, irutil.PrintOptions(), verify=verify, blob_sizes=blob_sizes)
         except irutil.ParseError as exc:
             self.workspace = exc
             return

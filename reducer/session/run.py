@@ -20,10 +20,12 @@ import attrs
 from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
+from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict, run_scope
 from reducer.core.processes import interrupts_kept
+from reducer.core.resources import Blobs
 from reducer.core.state import Busy, OutputLock
 from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
@@ -210,10 +212,12 @@ def _reduce(
     inner = make_executor(settings, None, executor_factory)
     if given.bytecode:  # every check gets each program as bytecode, as the input was
         inner = _as_bytecode(inner)
+    if given.blobs is not None:  # every check gets each program with the blobs it uses
+        inner = Encoded(inner, given.blobs.attach, "")
     primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
         try:
-            result = Run(settings, given.text, output, inner, began, monitor, primers, given.data).go()
+            result = Run(settings, given.text, output, inner, began, monitor, primers, given.data, given.blobs).go()
         finally:
             held.hold()  # the run has ended: from here on, stopping it again would leave workers
             for primer in primers:
@@ -246,6 +250,7 @@ class Run:
     monitor: Monitor
     primers: list[EarlyExecutor]  # closed by the caller, before the executor
     data: bytes | None = None  # the input's bytes, if not raw encoded (bytecode): what a resumed run must find again
+    blobs: Blobs | None = None  # the input's dense_resource blobs, kept out of raw
     guard: Guard = attrs.field(init=False)
     notes: list[str] = attrs.Factory(list)  # what the run did to the input or its start
     # start(): where the engine starts, and what ran alongside the original's checks.
@@ -268,7 +273,7 @@ class Run:
     input_size: Size | None = None
 
     def __attrs_post_init__(self) -> None:
-        self.guard = Guard(self.settings, self.output)
+        self.guard = Guard(self.settings, self.output, self.blobs.attach if self.blobs is not None else None)
 
     def go(self) -> Result:
         self.start()
@@ -334,6 +339,7 @@ class Run:
             # A smaller result already in the output may be where the run starts instead.
             reprint_early=settings.fresh or not os.path.exists(self.output),
             told=self.monitor.checking_original,
+            blob_sizes=self._blob_sizes(),
         )
         self.monitor.phase("triage")
         findings = Findings()
@@ -351,6 +357,9 @@ class Run:
         findings.notes[:0] = self.notes
         self.notes = list(findings.notes)
         return Start(text, oracle, verdict, timeout, findings, original_text)
+
+    def _blob_sizes(self) -> dict[str, int]:
+        return self.blobs.sizes if self.blobs is not None else {}
 
     def _basename(self) -> str:
         return os.path.basename(self.settings.input) if self.settings.text is None else "input.mlir"
@@ -407,7 +416,7 @@ class Run:
         started early (kept only if nothing checks programs between it and them)."""
         self.executor = JournaledExecutor(self.inner, self.journal, after=self.guard.check)
         text = self.begin.text
-        self.ws = choose_workspace(text, self.judged, self.settings.verify, self.early)
+        self.ws = choose_workspace(text, self.judged, self.settings.verify, self.early, self._blob_sizes())
         if self.early is not None:
             self.early.cancel()  # not needed after all (the start changed, or MLIR prints it as it is)
         self.engine = self._engine()
@@ -531,7 +540,7 @@ class Run:
             self.guard.write_output(text.encode())
         stats = self.engine.stats
         rechecks = Rechecks(self.judge, self.journal, self.guard, self.inner)
-        stats.final = Size(stats.final.ops, len(text.encode()))
+        stats.final = Size(stats.final.ops, self.ws.weigh(text))
         stats.oracle_calls += self.begin.findings.workflow_checks
         try:
             settled = settle(rechecks, text, self.history, early_rechecks, self.output, self.flaky_start)
@@ -539,7 +548,7 @@ class Run:
             raise Interrupted(self.result()) from None
         if not settled.confirmed:
             self.guard.write_output(settled.text.encode())
-            stats.final = Size(None, len(settled.text.encode()))
+            stats.final = Size(None, self.ws.weigh(settled.text))
         elif self.flaky_start:
             self.begin.findings.notes.append(
                 f"the check looked flaky at the start ({self.flaky_start}); the result passed {FINAL_CONFIRM} re-checks"

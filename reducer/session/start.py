@@ -5,7 +5,7 @@ continues from (which skips all of this)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -161,6 +161,7 @@ def check_original(
     meanwhile: Callable[[Reprinted | None], object] = lambda early: None,
     reprint_early: bool = True,
     told: Callable[[float | None], object] = lambda timeout: None,
+    blob_sizes: Mapping[str, int] | None = None,
 ) -> tuple[Oracle, Verdict, float, str | None, Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
     disagrees with itself is flaky. While they run, (if `reprint_early`, with two
@@ -187,7 +188,7 @@ def check_original(
     def while_checking() -> None:
         if ahead:
             judge = RepeatOracle(first, settings.repeat) if settings.repeat > 1 else first
-            early.append(Reprinted(text, settings.verify, judge, executor))
+            early.append(Reprinted(text, settings.verify, judge, executor, blob_sizes))
         meanwhile(early[0] if early else None)
 
     try:
@@ -342,19 +343,24 @@ def _program(data: bytes) -> str:
 
 
 def choose_workspace(
-    text: str, judged: Callable[[bytes], bool], verify: bool, early: Reprinted | None = None
+    text: str,
+    judged: Callable[[bytes], bool],
+    verify: bool,
+    early: Reprinted | None = None,
+    blob_sizes: Mapping[str, int] | None = None,
 ) -> Workspace:
-    """MLIR if the input parses and the check still likes it once re-printed; else text."""
+    """MLIR if the input parses and the check still likes it once re-printed; else text.
+    `blob_sizes`: the bytes of the blobs kept out of text, by key (`Workspace`)."""
     try:
         parsed = early.parsed(text, verify) if early is not None else None
         if isinstance(parsed, irutil.ParseError):
             raise parsed
-        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify=verify)
+        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify=verify, blob_sizes=blob_sizes)
     except irutil.ParseError as exc:
         log.warning(
             "input does not parse as MLIR (%s); falling back to text reduction (lines, balanced blocks, tokens)", exc
         )
-        return TextWorkspace(text)
+        return TextWorkspace(text, blob_sizes)
     for options in (irutil.PrintOptions(), irutil.PrintOptions(debug_info=True), irutil.PrintOptions(generic=True)):
         canonical = ws.canonical(options)
         if canonical == text or judged(canonical.encode()):
@@ -363,7 +369,7 @@ def choose_workspace(
                 ws.reprint(options)
             return ws
     log.warning("the check rejects the input once MLIR re-prints it; falling back to text reduction")
-    return TextWorkspace(text)
+    return TextWorkspace(text, blob_sizes)
 
 
 def size_of(text: str) -> Size:
