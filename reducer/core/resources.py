@@ -416,3 +416,9 @@ def _merged(cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((a, b))
     return out
+
+
+def missing(blobs: Blobs | None, program: str) -> list[str]:
+    """Keys program refers to with no blob in the file."""
+    have = blobs.spans if blobs is not None else {}
+    return sorted({m.group(1) for m in REFERENCE.finditer(program)} - set(have))

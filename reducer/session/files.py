@@ -230,9 +230,25 @@ def load_input(path: str, split: bool = True) -> Input:
         raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
     if cut is not None:
         text = decode_input(cut.program, path)
+        _all_blobs_there(path, text, cut.blobs)
         return Input(text, cut.digest, False, cut.blobs)
     text = decode_input(data, path)  # a .mlirbc name without the magic is refused there
+    if not bytecode and "{-#" not in text:
+        _all_blobs_there(path, text, None)
     return Input(text, data, bytecode)
+
+
+def _all_blobs_there(path: str, text: str, blobs: Blobs | None) -> None:
+    """A `dense_resource<key>` with no blob of that key in the file: no check could be
+    given the program as the user meant it."""
+    lost = resources.missing(blobs, text)
+    if lost:
+        more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+        raise UserError(
+            EXIT_BAD_INPUT,
+            f"input {path!r} refers to dense_resource<{lost[0]}>{more}, but its resource section "
+            "({-# dialect_resources: { builtin: ... } #-}) has no blob of that key",
+        )
 
 
 def read_input(path: str) -> str:
