@@ -216,8 +216,12 @@ def _elementwise(op: ir.Operation, shape: list[int], new: list[int]) -> bool:
 
 def _literal(op: ir.Operation) -> str | None:
     """'splat', 'list' (a nested list the text form spells out), 'hex' (the raw buffer
-    the printer uses for big literals) or None (resources, i1 bit-packed buffers)."""
+    the printer uses for big literals), 'resource' (a `dense_resource` blob: the file
+    written for a check holds as many of its first elements as the new type does) or
+    None (i1 bit-packed buffers, what else the text does not spell out)."""
     text = str(op.attributes["value"]) if "value" in op.attributes else ""
+    if text.startswith("dense_resource<") and "xi1>" not in str(op.results[0].type):
+        return "resource"
     if not text.startswith("dense<"):
         return None
     body = text[len("dense<") : text.rindex("> :")]
@@ -283,6 +287,11 @@ def _cut(op: ir.Operation, old: list[int], new: list[int], new_type: ir.Type) ->
     kind = _literal(op)
     if kind is None:
         return None
+    if kind == "resource":  # the same blob, fewer of its elements
+        try:
+            return ir.Attribute.parse(f"{text[: text.rindex(' :')]} : {new_type}")
+        except (ir.MLIRError, ValueError):
+            return None
     body = text[len("dense<") : text.rindex("> :")]
     if kind == "hex":  # one fixed-width slot per element: regroup the digits by shape
         data = body[3:-1]

@@ -20,6 +20,7 @@ from reducer.core.oracle import candidate_dir, whole
 from reducer.core.workspace import Candidate, MLIRWorkspace
 from reducer.session.files import load_input, read_input
 from strategies.shrink_tensors import ShrinkTensors
+from strategies.shrink_values import ShrinkValues
 
 #: Blob data: 16 f32 (a 4-byte alignment word first), not a splat.
 HEX_W = "0x04000000" + "".join(f"{i:02X}000000" for i in range(1, 17))
@@ -188,7 +189,7 @@ def test_a_check_that_reads_the_weights_gets_them_and_the_output_keeps_them(tmp_
     proc = cli(tmp_path, "model.mlir", "--check", "check.sh", "-j", "2", "-o", "out.mlir")
     assert proc.returncode == 0, proc.stderr
     out = (tmp_path / "out.mlir").read_text()
-    assert HEX_W in out and HEX_B not in out and "math.atan2" in out
+    assert HEX_W[:30] in out and HEX_B[10:] not in out and "math.atan2" in out  # the blob cut to its type
     assert out.count("dense_resource<") == 1, out
 
 
@@ -208,3 +209,31 @@ def test_an_iree_compile_bug_beside_the_weights_reduces_without_them(tmp_path: P
     out = (tmp_path / "out.mlir").read_text()
     assert "f6E2M3FN" in out and "{-#" not in out and "dense_resource" not in out, out
     assert out.count(" = ") <= 2, out
+
+
+def test_a_shrunk_blob_constant_keeps_its_first_elements(tmp_path: Path):
+    """shrink-values cuts a blob constant as it cuts a dense literal: the file written for
+    the check holds the blob's first elements only, not one repeated value."""
+    given = load_input(str(write(tmp_path)))
+    assert given.blobs is not None
+    ws = MLIRWorkspace(given.text, PrintOptions(), blob_sizes=given.blobs.sizes)
+    strategy = ShrinkValues()
+    cuts = [e for e in ws.opportunities(strategy) if e.kind == "constant" and e.arg == (0, 8)]
+    assert cuts, "the blob constants offer no cut"
+    made = ws.materialize(strategy, cuts[:1])
+    assert isinstance(made, Candidate), made
+    assert "dense_resource<w> : tensor<8xf32>" in made.text, made.text
+    file = whole(given.blobs.attach(made.text.encode())).decode()
+    assert f'w: "{HEX_W[: 10 + 8 * 8]}"' in file, file  # the alignment word, then 8 of the 16 elements
+    assert made.size.bytes == ws.weigh(made.text) < ws.size.bytes
+
+
+def test_a_blob_used_with_a_type_it_cannot_be_cut_to_is_written_whole():
+    sizes = {"w": 100}
+    assert resources.written("dense_resource<w> : tensor<2xf32>", sizes) == {"w": 12 + 16}
+    assert resources.written("dense_resource<w> : tensor<2xf32> dense_resource<w> : tensor<4xf32>", sizes) == {
+        "w": 12 + 32
+    }
+    assert resources.written("dense_resource<w> : tensor<3xi1>", sizes) == {"w": 100}  # bits, not bytes
+    assert resources.written("dense_resource<w> : tensor<?xf32>", sizes) == {"w": 100}
+    assert resources.written("dense_resource<w> : tensor<64xf32>", sizes) == {"w": 100}  # never more

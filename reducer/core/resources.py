@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import math
 import mmap
 import os
 import re
@@ -25,6 +26,8 @@ from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 import attrs
+
+from reducer.core.ir import bits
 
 #: A blob reference: `dense_resource<key>` (the key bare or quoted; group 1 as spelled).
 REFERENCE = re.compile(r'dense_resource<("(?:[^"\\\n]|\\.)*"|[^>\s"]+)>')
@@ -70,22 +73,57 @@ class Blobs:
         return list(found)
 
     def attach(self, program: bytes) -> bytes:
-        """program as its file: the same bytes, then a section with the blobs it uses."""
+        """program as its file: the same bytes, then a section with the blobs it uses,
+        each cut to what its types hold (`written`)."""
         if b"dense_resource<" not in program:
             return program
-        keys = self.used(program)
-        if not keys:
+        text = program.decode(errors="surrogateescape")
+        keep = written(text, self.sizes)
+        if not keep:
             return program
-        return Attached(program, self.path, tuple((k, self.spans[k]) for k in keys))
+        blobs = tuple((k, Span(self.spans[k].offset, n)) for k, n in keep.items())
+        return Attached(program, self.path, blobs, {k: self.spans[k].length for k in keep})
 
 
-def section(keys: list[tuple[str, Span]]) -> Iterator[tuple[str, Span | None]]:
-    """The pieces of a resource section holding these blobs: text, or a span to copy."""
+#: A blob's use with its type: `dense_resource<key> : tensor<4x8xf32>` (dims, element).
+_TYPED = re.compile(r"\s*:\s*(?:tensor|vector)<((?:\d+x)*)([a-z]\w*)>")
+#: Quotes, `0x` and the alignment word: the hex of a blob before its data.
+_HEAD = len('""') + len("0x") + 8
+
+
+def written(text: str, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The bytes of each blob text uses, as its file gets it (the quotes included), in
+    order of first use. A blob whose every use has a static type of whole bytes is cut
+    to the largest of those types: a shrunk constant's blob keeps its first elements,
+    as a shrunk dense literal does. Otherwise it is written whole."""
+    need: dict[str, int] = {}
+    for m in REFERENCE.finditer(text):
+        key = m.group(1)
+        if key not in sizes:
+            continue
+        typed = _TYPED.match(text, m.end())
+        width = bits(typed.group(2)) if typed is not None else 0
+        if typed is None or width % 8 or typed.group(2).startswith("complex"):
+            need[key] = sizes[key]
+            continue
+        elements = math.prod(int(d) for d in typed.group(1).split("x")[:-1])
+        need[key] = min(sizes[key], max(need.get(key, 0), _HEAD + 2 * elements * (width // 8)))
+    return need
+
+
+def section(blobs: list[tuple[str, Span]], whole: Mapping[str, int]) -> Iterator[tuple[str, Span | None]]:
+    """The pieces of a resource section holding these blobs (each span the bytes of its
+    value to copy; one shorter than the value in the file gets its closing quote here):
+    text, or a span to copy."""
     yield "\n{-#\n  dialect_resources: {\n    builtin: {\n", None
-    for i, (key, span) in enumerate(keys):
+    for i, (key, span) in enumerate(blobs):
         yield f"      {key}: ", None
-        yield "", span
-        yield (",\n" if i + 1 < len(keys) else "\n"), None
+        if span.length < whole[key]:
+            yield "", Span(span.offset, span.length - 1)
+            yield '"', None
+        else:
+            yield "", span
+        yield (",\n" if i + 1 < len(blobs) else "\n"), None
     yield "    }\n  }\n#-}\n", None
 
 
@@ -97,22 +135,25 @@ class Attached(bytes):
     bytes, for what must travel whole (Dask) or be read (bytecode output)."""
 
     path: str
-    blobs: tuple[tuple[str, Span], ...]
+    blobs: tuple[tuple[str, Span], ...]  # each with the bytes of its value to write
+    whole_sizes: dict[str, int]  # each blob's bytes in the input file
 
-    def __new__(cls, program: bytes, path: str, blobs: tuple[tuple[str, Span], ...]) -> Attached:
+    def __new__(
+        cls, program: bytes, path: str, blobs: tuple[tuple[str, Span], ...], whole_sizes: Mapping[str, int]
+    ) -> Attached:
         self = super().__new__(cls, program)
-        self.path, self.blobs = path, blobs
+        self.path, self.blobs, self.whole_sizes = path, blobs, dict(whole_sizes)
         return self
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (Attached, (bytes(self), self.path, self.blobs))
+        return (Attached, (bytes(self), self.path, self.blobs, self.whole_sizes))
 
     def write_to(self, f: BinaryIO) -> None:
         f.flush()
         fd = f.fileno()
         _write_all(fd, bytes(self))
         with open(self.path, "rb") as src:
-            for text, span in section(list(self.blobs)):
+            for text, span in section(list(self.blobs), self.whole_sizes):
                 if span is None:
                     _write_all(fd, text.encode())
                 else:
@@ -121,7 +162,7 @@ class Attached(bytes):
     def whole(self) -> bytes:
         parts = [bytes(self)]
         with open(self.path, "rb") as src:
-            for text, span in section(list(self.blobs)):
+            for text, span in section(list(self.blobs), self.whole_sizes):
                 parts.append(text.encode() if span is None else os.pread(src.fileno(), span.length, span.offset))
         return b"".join(parts)
 

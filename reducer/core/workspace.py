@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from reducer.core import ir as irutil
-from reducer.core.resources import REFERENCE, unrenamed
+from reducer.core.resources import REFERENCE, unrenamed, written
 from reducer.core.strategy import Edit, MLIRProgram, Program, Strategy
 
 log = logging.getLogger(__name__)
@@ -73,16 +73,14 @@ class Workspace(abc.ABC):
     size: Size
     #: The bytes of each `dense_resource` blob the run keeps out of the text
     #: (`reducer.core.resources`), by key: a program's size counts the blobs it uses, as
-    #: its file holds them, and not those it no longer uses.
+    #: its file holds them (cut to their types), and not those it no longer uses.
     blob_sizes: Mapping[str, int] = {}
 
     def weigh(self, text: str) -> int:
         """text's bytes as a file: with the blobs it uses."""
         nbytes = len(text.encode())
         if self.blob_sizes and "dense_resource<" in text:
-            nbytes += sum(
-                self.blob_sizes[k] for k in {m.group(1) for m in REFERENCE.finditer(text)} & set(self.blob_sizes)
-            )
+            nbytes += sum(written(text, self.blob_sizes).values())
         return nbytes
 
     def opportunities(self, strategy: Strategy) -> list[Edit]:
