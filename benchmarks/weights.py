@@ -90,6 +90,7 @@ def measure(megabytes: float, jobs: int, keep_blob: bool, extra: list[str]) -> d
         work = Path(d)
         src = work / "model.mlir"
         blob = write_module(src, megabytes)
+        os.sync()  # the model is on disk, as a user's is: its writeback is not the run's
         check = work / "check.sh"
         check.write_text(f"#!/bin/sh\n{CHECK_BLOB if keep_blob else CHECK}\n")
         check.chmod(0o755)
