@@ -237,3 +237,37 @@ def test_a_blob_used_with_a_type_it_cannot_be_cut_to_is_written_whole():
     assert resources.written("dense_resource<w> : tensor<3xi1>", sizes) == {"w": 100}  # bits, not bytes
     assert resources.written("dense_resource<w> : tensor<?xf32>", sizes) == {"w": 100}
     assert resources.written("dense_resource<w> : tensor<64xf32>", sizes) == {"w": 100}  # never more
+
+
+class _Seen(Exception):
+    pass
+
+
+def test_the_dispatch_dump_runs_on_the_program_with_its_blobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Dispatch isolation runs iree-compile on the program itself, not through the
+    executor: the run gives it the file with its blobs too."""
+    from reducer.iree import dispatch
+    from reducer.session import triage
+    from reducer.session.settings import Findings, Settings
+    from reducer.session.wiring import make_oracle
+
+    def isolate(oracle: object, data: bytes, executor: object) -> None:
+        raise _Seen(data)
+
+    monkeypatch.setattr(dispatch, "isolate", isolate)
+    path = write(tmp_path)
+    given = load_input(str(path))
+    assert given.blobs is not None
+    settings = Settings(input=str(path), compile="iree-compile {input} -o /dev/null", isolate_dispatch=True)
+    oracle = make_oracle(settings, "model.mlir", 10.0)
+    with pytest.raises(_Seen) as seen:
+        triage.before(settings, given.text, oracle, Findings(), None, given.blobs.attach)  # type: ignore[arg-type]
+    assert HEX_W in whole(seen.value.args[0]).decode()
+
+
+def test_a_program_that_holds_its_own_blob_gets_no_second_copy(tmp_path: Path):
+    """A compiler's dump (a localised dispatch) prints the blobs it uses itself."""
+    given = load_input(str(write(tmp_path)))
+    assert given.blobs is not None
+    own = given.text.replace("dense_resource<bias>", "dense<1.0>") + SECTION.replace(f',\n      bias: "{HEX_B}"', "")
+    assert whole(given.blobs.attach(own.encode())) == own.encode()

@@ -97,9 +97,10 @@ def written(text: str, sizes: Mapping[str, int]) -> dict[str, int]:
     to the largest of those types: a shrunk constant's blob keeps its first elements,
     as a shrunk dense literal does. Otherwise it is written whole."""
     need: dict[str, int] = {}
+    own = _own_blobs(text)
     for m in REFERENCE.finditer(text):
         key = m.group(1)
-        if key not in sizes:
+        if key not in sizes or key in own:
             continue
         typed = _TYPED.match(text, m.end())
         width = bits(typed.group(2)) if typed is not None else 0
@@ -109,6 +110,16 @@ def written(text: str, sizes: Mapping[str, int]) -> dict[str, int]:
         elements = math.prod(int(d) for d in typed.group(1).split("x")[:-1])
         need[key] = min(sizes[key], max(need.get(key, 0), _HEAD + 2 * elements * (width // 8)))
     return need
+
+
+#: A hex blob a text's own resource section holds (a compiler's dump carries its blobs).
+_OWN = re.compile(r'^\s*("(?:[^"\\\n]|\\.)*"|[^\s:"]+)\s*:\s*"0x', re.M)
+
+
+def _own_blobs(text: str) -> set[str]:
+    """The keys whose blobs text holds itself (after its `{-#`): those it needs no copy of."""
+    at = text.find("{-#")
+    return set() if at < 0 else {m.group(1) for m in _OWN.finditer(text, at)}
 
 
 def section(blobs: list[tuple[str, Span]], whole: Mapping[str, int]) -> Iterator[tuple[str, Span | None]]:

@@ -343,7 +343,8 @@ class Run:
         )
         self.monitor.phase("triage")
         findings = Findings()
-        text, oracle = triage.before(settings, text, oracle, findings, self.inner)
+        attach = self.blobs.attach if self.blobs is not None else triage.unchanged
+        text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
         if not settings.fresh and os.path.exists(self.output):
             previous = previous_best(self.output, text, oracle, self.guard, self.inner)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
@@ -29,13 +30,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, executor: Executor) -> tuple[str, Oracle]:
-    """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase."""
+def unchanged(data: bytes) -> bytes:
+    return data
+
+
+def before(
+    settings: Settings,
+    text: str,
+    oracle: Oracle,
+    findings: Findings,
+    executor: Executor,
+    attach: Callable[[bytes], bytes] = unchanged,
+) -> tuple[str, Oracle]:
+    """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase.
+    `attach` makes text's file (its blobs, `reducer.core.resources`): the dumps and traced
+    runs here run the compiler on it themselves, not through the executor."""
     from reducer.iree import dispatch, phases
     from reducer.iree.oracles import CompileOracle
 
     if settings.localize and oracle.kind == "numeric-mismatch":
-        return localized(settings, text, oracle, findings, executor)
+        return localized(settings, text, oracle, findings, executor, attach)
     if oracle.kind == "pass-replay":  # a crash reproducer: its resource goes back on the output (`trailer`)
         from reducer.iree import reproducer
 
@@ -51,7 +65,7 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
     if settings.pass_level:
         return pass_level(settings, text, oracle, findings, executor)
     if settings.isolate_dispatch:
-        found = dispatch.isolate(oracle, text.encode(), executor)
+        found = dispatch.isolate(oracle, attach(text.encode()), executor)
         findings.workflow_checks += found.checks
         if found.failing:
             log.info(
@@ -64,7 +78,7 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
             findings.dispatch = found
             return found.text, found.oracle
     if settings.phases and phases.applicable(oracle):
-        search = phases.first_failing_phase(oracle, text.encode(), executor)
+        search = phases.first_failing_phase(oracle, attach(text.encode()), executor)
         findings.workflow_checks += search.checks
         if search.phase is not None:
             findings.phase = search.phase
@@ -84,7 +98,7 @@ def before(settings: Settings, text: str, oracle: Oracle, findings: Findings, ex
             )
             if settings.from_phase_dump:
                 resumed = phases.start_from_dump(
-                    limited, text.encode(), os.path.basename(settings.input), search.phase, executor
+                    limited, attach(text.encode()), os.path.basename(settings.input), search.phase, executor
                 )
                 findings.workflow_checks += 2  # the dump, and its IR checked
                 if resumed is not None:
@@ -182,7 +196,12 @@ def pass_level(
 
 
 def localized(
-    settings: Settings, text: str, oracle: Oracle, findings: Findings, executor: Executor
+    settings: Settings,
+    text: str,
+    oracle: Oracle,
+    findings: Findings,
+    executor: Executor,
+    attach: Callable[[bytes], bytes] = unchanged,
 ) -> tuple[str, Oracle]:
     """A mismatch cut down to the first dispatch that goes wrong, fed its traced inputs,
     when that still mismatches the original's way; else the whole program, and why."""
@@ -191,7 +210,7 @@ def localized(
 
     assert isinstance(oracle, MismatchOracle)
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
-    where = localize.localize(oracle, text.encode(), basename)
+    where = localize.localize(oracle, attach(text.encode()), basename)
     findings.workflow_checks += 1  # both sides traced: one check's work
     if where.found is None:
         findings.notes.append(f"localisation: {where.reason}; reducing the whole program")
@@ -199,7 +218,7 @@ def localized(
         return text, oracle
     log.info("localisation (%.1f s): %s", where.seconds, where.found.describe().replace("\n", "; "))
     try:
-        done = cut.cut(oracle, text.encode(), basename, where.found, executor.run)
+        done = cut.cut(oracle, attach(text.encode()), basename, where.found, executor.run)
     except cut.NotCut as exc:
         findings.workflow_checks += exc.checks
         findings.notes.append(f"localised to {where.found.name}, but {exc}; reducing the whole program")
