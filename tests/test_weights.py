@@ -271,3 +271,11 @@ def test_a_program_that_holds_its_own_blob_gets_no_second_copy(tmp_path: Path):
     assert given.blobs is not None
     own = given.text.replace("dense_resource<bias>", "dense<1.0>") + SECTION.replace(f',\n      bias: "{HEX_B}"', "")
     assert whole(given.blobs.attach(own.encode())) == own.encode()
+
+
+def test_the_fingerprint_covers_the_blobs_bytes(tmp_path: Path):
+    """A resumed run must find the same file: another blob value is another input."""
+    one = load_input(str(write(tmp_path, SECTION, "one.mlir")))
+    same = load_input(str(write(tmp_path, SECTION, "same.mlir")))
+    other = load_input(str(write(tmp_path, SECTION.replace(HEX_B[-8:], "0000C03F"), "other.mlir")))
+    assert one.text == other.text and one.data == same.data != other.data

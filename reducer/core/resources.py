@@ -16,12 +16,14 @@ reproducer's `mlir_reproducer`) stays in the program's text as it was.
 
 from __future__ import annotations
 
+import concurrent.futures
 import errno
 import hashlib
 import math
 import mmap
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
@@ -236,24 +238,29 @@ _SPACE = b" \t\r\n"
 
 def split(path: str) -> Split | None:
     """The file without its builtin blobs; None when it has none, or when what follows
-    the module is not a section this reads (then the file is read whole, as before)."""
-    with open(path, "rb") as f:
+    the module is not a section this reads (then the file is read whole, as before).
+    The file's digest is read alongside the scan, on another thread (hashing releases
+    the GIL): the two take the time of the longer, not of both."""
+    stop = threading.Event()
+    with open(path, "rb") as f, concurrent.futures.ThreadPoolExecutor(1) as pool:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return None
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            start = _section_start(mm)
-            if start is None:
-                return None
-            try:
-                pieces, spans = _Scanner(mm, start).scan()
-            except SectionError:
-                return None
-            if not spans:
-                return None
-            digest = _digest(mm)
-    program = _program(path, start, pieces)
-    return Split(program, Blobs(os.path.abspath(path), spans), digest)
+        digest = pool.submit(_digest, path, stop)
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                start = _section_start(mm)
+                if start is None:
+                    return None
+                try:
+                    pieces, spans = _Scanner(mm, start).scan()
+                except SectionError:
+                    return None
+                if not spans:
+                    return None
+            return Split(_program(path, start, pieces), Blobs(os.path.abspath(path), spans), digest.result())
+        finally:
+            stop.set()
 
 
 def _program(path: str, start: int, pieces: list[tuple[int, int]]) -> bytes:
@@ -279,12 +286,16 @@ def _section_start(mm: mmap.mmap) -> int | None:
         at += 3
 
 
-def _digest(mm: mmap.mmap) -> bytes:
+def _digest(path: str, stop: threading.Event) -> bytes:
+    """The file's sha256, read in windows (nothing of it stays resident); b"" if stopped."""
     h = hashlib.sha256()
-    for at in range(0, len(mm), WINDOW):
-        h.update(mm[at : at + WINDOW])
-        _release(mm, at, WINDOW)
-    return h.digest()
+    with open(path, "rb", buffering=0) as f:
+        while not stop.is_set():
+            chunk = f.read(WINDOW)
+            if not chunk:
+                return h.digest()
+            h.update(chunk)
+    return b""
 
 
 def _release(mm: mmap.mmap, at: int, length: int) -> None:
