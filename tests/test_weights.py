@@ -279,3 +279,30 @@ def test_the_fingerprint_covers_the_blobs_bytes(tmp_path: Path):
     same = load_input(str(write(tmp_path, SECTION, "same.mlir")))
     other = load_input(str(write(tmp_path, SECTION.replace(HEX_B[-8:], "0000C03F"), "other.mlir")))
     assert one.text == other.text and one.data == same.data != other.data
+
+
+def test_a_dask_task_carries_the_whole_file(tmp_path: Path):
+    """A Dask worker may be on a machine without the input file: the bytes it gets are
+    the program with its blobs, plain bytes."""
+    pytest.importorskip("distributed")
+    import threading
+
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.executor import ExecutorStats
+
+    given = load_input(str(write(tmp_path)))
+    assert given.blobs is not None
+    sent: list[bytes] = []
+
+    class _Client:
+        def submit(self, fn: object, data: bytes, *args: object, **kwargs: object) -> object:
+            sent.append(data)
+            raise _Seen
+
+    executor = object.__new__(DaskExecutor)
+    executor._lock, executor.oracle, executor.client = threading.Lock(), None, _Client()  # type: ignore[assignment]
+    executor.memory_limit, executor.resources, executor.stats = 0, {}, ExecutorStats()  # type: ignore[assignment]
+    executor._shipped_form = lambda oracle: oracle  # type: ignore[method-assign]
+    with pytest.raises(_Seen):
+        executor.submit(given.blobs.attach(given.text.encode()), object())  # type: ignore[arg-type]
+    assert type(sent[0]) is bytes and HEX_W.encode() in sent[0] and HEX_B.encode() in sent[0]
