@@ -306,3 +306,16 @@ def test_a_dask_task_carries_the_whole_file(tmp_path: Path):
     with pytest.raises(_Seen):
         executor.submit(given.blobs.attach(given.text.encode()), object())  # type: ignore[arg-type]
     assert type(sent[0]) is bytes and HEX_W.encode() in sent[0] and HEX_B.encode() in sent[0]
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_a_bytecode_output_holds_the_blobs_it_uses(tmp_path: Path):
+    write(tmp_path)
+    digits = HEX_W[10:30]
+    make_script(tmp_path / "check.sh", f'iree-opt "$1" 2>/dev/null | grep -qi {digits} && grep -q math.atan2 "$1"')
+    proc = cli(tmp_path, "model.mlir", "--check", "check.sh", "-j", "2", "-o", "out.mlirbc")
+    assert proc.returncode == 0, proc.stderr
+    read = subprocess.run(["iree-opt", str(tmp_path / "out.mlirbc")], capture_output=True, text=True)
+    assert read.returncode == 0, read.stderr
+    assert digits.upper() in read.stdout.upper() and "math.atan2" in read.stdout, read.stdout
