@@ -347,9 +347,19 @@ class RunState:
         self._write_json(_RUN, {"format": FORMAT, "fingerprint": fp})
 
     def _write_marker(self, how: str) -> None:
-        """O_EXCL: never through a file or link already there."""
-        with open(self._file(MARKER), "x") as f:
-            f.write(f"{MAGIC}\n{how}\n{OUTPUT}{json.dumps(self.owner)}\n")
+        """O_EXCL: never through a file or link already there. A marker cut short (a full
+        disk) is removed with the directory the run made for it: left, it made the rerun
+        take the run's own directory for someone else's."""
+        f = open(self._file(MARKER), "x")  # noqa: SIM115 - closed below, where a full disk shows
+        try:
+            with f:
+                f.write(f"{MAGIC}\n{how}\n{OUTPUT}{json.dumps(self.owner)}\n")
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(self._file(MARKER))
+                if how == MADE:
+                    os.rmdir(self.path)
+            raise
 
     def _write_json(self, name: str, data: Any) -> None:
         with open(self._file(name + ".tmp"), "w") as f:
