@@ -219,6 +219,16 @@ def load_input(path: str, split: bool = True) -> Input:
         raise UserError(EXIT_BAD_INPUT, f"input file {path!r} does not exist")
     if os.path.isdir(path):
         raise UserError(EXIT_BAD_INPUT, f"input {path!r} is a directory; give the .mlir file to reduce")
+    kind = os.stat(path).st_mode
+    if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) or stat.S_ISSOCK(kind):  # /dev/zero would be read forever
+        raise UserError(EXIT_BAD_INPUT, f"input {path!r} is a device, not a file; give the .mlir file (- reads stdin)")
+    if not stat.S_ISREG(kind):  # a pipe (`<(zcat model.mlir.gz)`): read once, as it comes
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
+        return Input(decode_input(data, path), data, data.startswith(BYTECODE_MAGIC))
     try:
         with open(path, "rb") as f:
             bytecode = f.read(len(BYTECODE_MAGIC)) == BYTECODE_MAGIC
