@@ -16,6 +16,7 @@ import click
 import multiprocessing_logging
 
 from reducer import api, options, progress, session
+from reducer.core import processes
 from reducer.core.limits import parse_size
 from reducer.session import EXECUTORS, EXIT_CODES, ORACLES, Result, Settings, UserError
 
@@ -510,9 +511,21 @@ def _ensure_stderr() -> None:
 _MAIN_PID = os.getpid()
 
 
-def _raise_interrupt(_signum: int, _frame: object) -> None:
+_stopping = False
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    """The first stop of the run raises KeyboardInterrupt; a later one, while the first
+    ends the run, is not raised again: raised anywhere (in a garbage collector callback,
+    say) it printed a traceback. Only a stop that Python swallowed is raised again."""
+    global _stopping
     if os.getpid() != _MAIN_PID:  # a worker forked before it installed its own handler
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         os._exit(1)
+    if _stopping and not processes.take_swallowed():
+        return
+    _stopping = True
     raise KeyboardInterrupt
 
 
@@ -531,7 +544,9 @@ def _stop_on_signals() -> None:
     """SIGINT, SIGTERM and SIGHUP stop the run cleanly (summary, exit 130), whoever sends them.
     Python keeps SIGINT ignored when its parent ignored it, as a shell does for a
     background job; a bot stopping a reduction would then have to SIGKILL it."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    global _stopping
+    _stopping = False  # a new run (the API's callers may run several in one process)
+    signal.signal(signal.SIGINT, _raise_interrupt)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _hang_up)
 

@@ -344,3 +344,23 @@ def test_a_stop_while_the_command_imports_is_exit_130(case: Path, signum: int):
     assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
     assert (case / "input.mlir").read_text() == SMALL
     assert_clean(case)
+
+
+# -- a second stop while the first one ends the run ---------------------------------------
+def test_only_the_first_stop_raises_unless_python_swallowed_it(monkeypatch):
+    """A second Ctrl-C shortly after the first raised KeyboardInterrupt again, sometimes
+    inside a garbage collector callback: "Exception ignored in ... WeakKeyDictionary",
+    a traceback on stderr of a run that exits 130 (about one run in 10 to 40)."""
+    from reducer import cli as command
+    from reducer.core import processes
+
+    monkeypatch.setattr(command, "_stopping", False)
+    monkeypatch.setattr(processes, "_swallowed", False)
+    with pytest.raises(KeyboardInterrupt):
+        command._raise_interrupt(signal.SIGINT, None)
+    command._raise_interrupt(signal.SIGINT, None)  # the run is ending already: noted, not raised
+    command._raise_interrupt(signal.SIGTERM, None)
+    monkeypatch.setattr(processes, "_swallowed", True)  # what interrupts_kept's hook records
+    with pytest.raises(KeyboardInterrupt):
+        command._raise_interrupt(signal.SIGINT, None)
+    command._raise_interrupt(signal.SIGINT, None)

@@ -81,6 +81,16 @@ def stops_held() -> Iterator[None]:
 
 #: Seconds after which a swallowed KeyboardInterrupt is raised again (`interrupts_kept`).
 INTERRUPT_AGAIN = 0.05
+#: A stop's KeyboardInterrupt was swallowed: the signal handler, which raises only the first
+#: stop of a run, must raise it again when `interrupts_kept` asks.
+_swallowed = False
+
+
+def take_swallowed() -> bool:
+    """Whether a stop's KeyboardInterrupt was swallowed since the last call."""
+    global _swallowed
+    was, _swallowed = _swallowed, False
+    return was
 
 
 @contextlib.contextmanager
@@ -96,6 +106,8 @@ def interrupts_kept() -> Iterator[None]:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             # From another thread, a moment later: here, still inside the code that
             # swallows, the handler would run at once, and raise where it is swallowed.
+            global _swallowed
+            _swallowed = True
             again = threading.Timer(INTERRUPT_AGAIN, _thread.interrupt_main)
             again.daemon = True
             again.start()
