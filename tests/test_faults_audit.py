@@ -227,3 +227,69 @@ def test_skipping_every_strategy_by_name_is_refused(case: Path):
     assert proc.returncode == session.EXIT_USAGE, proc.stderr
     assert "--skip-strategies leaves no strategy" in error_line(proc.stderr)
     assert_clean(case)
+
+
+# -- a full disk as the state directory is made -----------------------------------------
+def test_a_state_marker_cut_short_by_a_full_disk_leaves_no_directory(tmp_path: Path, monkeypatch):
+    """On a full disk the run left OUTPUT.resume/ with an empty marker; the rerun, once
+    there was space, refused the run's own directory as someone else's (exit 2)."""
+    import errno
+
+    from reducer.core import state
+
+    class Full:
+        def __init__(self, path: str, mode: str) -> None:
+            self.file = open(path, mode)  # noqa: SIM115 - closed in __exit__
+
+        def __enter__(self) -> Full:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.close()
+
+        def write(self, _text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(state, "open", Full, raising=False)
+    with pytest.raises(OSError):
+        state.RunState(str(tmp_path / "s")).create({"input": "x"}, None)
+    assert not (tmp_path / "s").exists()
+    monkeypatch.undo()
+    (tmp_path / "given").mkdir()  # a directory given empty stays, without a marker
+    monkeypatch.setattr(state, "open", Full, raising=False)
+    with pytest.raises(OSError):
+        state.RunState(str(tmp_path / "given")).create({"input": "x"}, None)
+    assert (tmp_path / "given").is_dir() and list((tmp_path / "given").iterdir()) == []
+
+
+# -- inputs that are not regular files ----------------------------------------------------
+def test_a_device_as_the_input_is_one_line(case: Path):
+    """/dev/zero as the input was read forever: about 1 GB of memory a second, no word,
+    and --max-time did not stop it."""
+    proc = cli(case, "/dev/zero", "--check", "./check.sh", "-o", "out.mlir")
+    assert proc.returncode == session.EXIT_BAD_INPUT, proc.stderr
+    assert "input '/dev/zero' is a device, not a file" in error_line(proc.stderr)
+    assert not (case / "out.mlir").exists()
+    assert_clean(case)
+
+
+def test_a_pipe_as_the_input_is_read_once_whole(case: Path):
+    """`ireereduce <(zcat model.mlir.gz)`: the input was opened twice (for the bytecode
+    magic, then for the program), and a pipe gives its bytes only once."""
+    import threading
+
+    fifo = case / "model.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "w") as f:
+            f.write(SMALL)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    proc = cli(case, str(fifo), "--check", "./check.sh", "-o", "out.mlir")
+    writer.join(timeout=5)
+    assert proc.returncode == 0, proc.stderr
+    out = (case / "out.mlir").read_text()
+    assert "math.exp" in out and "negf" not in out
+    assert_clean(case)
