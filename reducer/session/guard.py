@@ -71,11 +71,14 @@ class Guard:
     def _write(self, data: bytes) -> None:
         """Write the output. If it cannot be written and no longer holds the best so far
         (its directory was removed), data is saved elsewhere, and the error says where."""
+        # A program with blobs is an `Attached` (its file gets them as it is written): `+`
+        # would make it plain bytes, the blob-free text, so a trailer is added only if any.
+        whole_file = data + self.trailer if self.trailer else data
         try:
-            files.write_atomically(self.output, data + self.trailer)
+            files.write_atomically(self.output, whole_file)
         except OSError as exc:
             intact = self.good is not None and self._stat(self.output) == self.expected[self.output]
-            where = self._where_best() if intact else rescue(self.output, data + self.trailer)
+            where = self._where_best() if intact else rescue(self.output, whole_file)
             raise UserError(
                 EXIT_CANNOT_WRITE, f"cannot write the output {self.output}: {exc.strerror}; {where}"
             ) from None
