@@ -4,15 +4,14 @@ its program still uses, copied from the input."""
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import make_script, needs_iree
 from programs import COMPILE
+from test_bytecode import cli
 
 from reducer.core import resources
 from reducer.core.ir import PrintOptions
@@ -78,14 +77,6 @@ def write(tmp_path: Path, section: str = SECTION, name: str = "model.mlir") -> P
     path = tmp_path / name
     path.write_text(MODULE + section)
     return path
-
-
-def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, TMPDIR=str(cwd / "tmp"))
-    (cwd / "tmp").mkdir(exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "reducer.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
-    )
 
 
 # -- the pieces ------------------------------------------------------------------------
