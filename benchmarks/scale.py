@@ -69,6 +69,27 @@ def tree_rss(root: int) -> int:
     return total
 
 
+def run_sampled(argv: list[str], every: float) -> tuple[int, str, float, int]:
+    """Run argv to its end, its process tree's resident memory sampled every `every`
+    seconds: exit code, stderr, seconds, peak bytes."""
+    peak = 0
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(every):
+            peak = max(peak, tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    _, err = proc.communicate()
+    done.set()
+    sampler.join()
+    return proc.returncode, err, time.monotonic() - start, peak
+
+
 def measure(name: str, text: str, check_body: str, jobs: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
@@ -91,23 +112,8 @@ def measure(name: str, text: str, check_body: str, jobs: int) -> dict:
             "--stats-json",
             str(stats),
         ]
-        peak = 0
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        done = threading.Event()
-
-        def sample() -> None:
-            nonlocal peak
-            while not done.wait(0.1):
-                peak = max(peak, tree_rss(proc.pid))
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        _, err = proc.communicate()
-        done.set()
-        sampler.join()
-        seconds = time.monotonic() - start
-        if proc.returncode:
+        rc, err, seconds, peak = run_sampled(argv, 0.1)
+        if rc:
             raise SystemExit(f"ireereduce failed on {name}: {err.strip().splitlines()[-1]}")
         s = json.loads(stats.read_text())
         result = (work / "out.mlir").read_text()

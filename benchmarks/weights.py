@@ -18,11 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import click
@@ -30,7 +27,7 @@ import click
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from measured import commit  # noqa: E402
-from scale import tree_rss  # noqa: E402
+from scale import run_sampled  # noqa: E402
 
 #: The check of the default case: the unrelated op is the bug.
 CHECK = 'grep -q "math.atan2" "$1"'
@@ -98,25 +95,10 @@ def measure(megabytes: float, jobs: int, keep_blob: bool, extra: list[str]) -> d
         out = work / "out.mlir"
         argv = ["ireereduce", str(src), "-c", str(check), "-o", str(out), "-j", str(jobs), "-q"]
         argv += ["--stats-json", str(stats), *extra]
-        peak = 0
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        done = threading.Event()
-
-        def sample() -> None:
-            nonlocal peak
-            while not done.wait(0.05):
-                peak = max(peak, tree_rss(proc.pid))
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        _, err = proc.communicate()
-        done.set()
-        sampler.join()
-        seconds = time.monotonic() - start
-        if proc.returncode:
+        rc, err, seconds, peak = run_sampled(argv, 0.05)
+        if rc:
             lines = err.strip().splitlines() or ["(nothing on stderr)"]
-            raise SystemExit(f"ireereduce failed on {megabytes} MB (exit {proc.returncode}): {lines[-1]}")
+            raise SystemExit(f"ireereduce failed on {megabytes} MB (exit {rc}): {lines[-1]}")
         s = json.loads(stats.read_text())
         result = out.read_bytes()
         size = src.stat().st_size
@@ -149,7 +131,9 @@ def row(r: dict) -> str:
 @click.command()
 @click.option("--sizes", default="100,400", show_default=True, help="File sizes in MB.")
 @click.option("-j", "jobs", default=2, show_default=True)
-@click.option("--keep-blob/--no-keep-blob", default=False, show_default=True, help="Also rows whose check needs the blob.")
+@click.option(
+    "--keep-blob/--no-keep-blob", default=False, show_default=True, help="Also rows whose check needs the blob."
+)
 @click.option("--save/--no-save", default=True, show_default=True, help="Write the results file.")
 @click.option("--results", default="weights.json", show_default=True, help="Its name in benchmarks/results/.")
 @click.option("--label", default="", help="What the rows measure (e.g. 'before'), kept in the file.")
