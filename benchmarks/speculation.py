@@ -1,6 +1,7 @@
 """How far speculation can take N workers, in virtual time (issue 11).
 
     python benchmarks/speculation.py [--jobs 1,2,4,8,16] [--predictors engine,hint,perfect] [--cost 0.005]
+                                     [--corpus chain-unary,xf-f6,...] [--results speculation.json]
 
 `parallel.py` measures the whole command with a real 1 s check, so its rows carry noise
 and the fixed costs around the engine (start-up, the original's checks). This runs only
@@ -13,13 +14,21 @@ one of 8 callees) and two with the bug elsewhere, a 4-layer transformer with an 
 multiply, and the 1000-op scale module (math.cbrt deep in its call graph).
 
 Predictors (what `Speculation.likelihood` says of a candidate):
-* **engine**: as it is (`reducer/core/predictor.py`);
+* **engine**: as it is (`reducer/core/predictor.py`: per strategy, learnt in the run);
+* **fixed**: the engine's odds before issue 31 (0.1 for a repeated failure, else 0.7);
+* **probdd:E**: ProbDD's per-edit probabilities (`ProbDD` below), E edits expected needed
+  per list (default 0.5);
 * **flat:P**: P for every candidate (e.g. `flat:0.5`), to weigh the engine's odds against;
 * **hint**: told only which side of even odds each candidate is on (0.6 if it is
   interesting, 0.4 if not);
 * **perfect**: told whether each candidate is interesting: the bound any predictor can
   reach with the llvm-reduce rule and this engine's look-ahead (it asks the predictor
   only about candidates it has built) with that many workers.
+
+`--corpus a,b` adds cases of the benchmark corpus (`benchmarks/cases.py`) with their own
+checks, which compile: each text's verdict is recorded in `results/verdicts/CASE.json`
+the first time, and replayed after that (`Recorded`), so the corpus rows are exact and
+repeatable too, and need the compiler only for a text no run has checked before.
 
 Each cell is the time against one worker with the same predictor (the one-worker run
 does not depend on it); the last column is their geometric mean. Results go to
@@ -29,9 +38,13 @@ benchmarks/results/speculation.json with the commit measured.
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +61,7 @@ from reducer import session  # noqa: E402
 from reducer.core import checks as checks_module  # noqa: E402
 from reducer.core import engine as engine_module  # noqa: E402
 from reducer.core import ir as irutil  # noqa: E402
+from reducer.core import predictor as predictor_module  # noqa: E402
 from reducer.core import speculation as speculation_module  # noqa: E402
 from reducer.core.executor import Executor, ExecutorStats  # noqa: E402
 from reducer.core.oracle import Oracle, Verdict  # noqa: E402
@@ -102,27 +116,114 @@ class VirtualExecutor(Executor):
         return {f for f in futures if f.done()}, {f for f in futures if not f.done()}
 
 
+class ProbDD:
+    """ProbDD's model (Wang et al., FSE 2021), per edit: each edit is needed with a
+    probability, `expected / n` at first for a list of n edits; a chunk succeeds if none
+    of its edits is needed; a failed chunk raises its edits' probabilities by Bayes' rule
+    (p / (1 - prod(1 - p)) over the chunk). Edits are followed through a sweep's commits
+    by lineage (`trials.Lineages`); a candidate that repeats a failure keeps the engine's
+    low odds. Installed on a `Speculation` in place of its own odds."""
+
+    def __init__(self, speculation: Any, expected: float) -> None:
+        self.speculation, self.expected = speculation, expected
+        self.needed: dict[int, float] = {}
+        read = speculation.read
+        speculation.likelihood = self.likelihood
+
+        def reading(trial: Any) -> None:
+            if not trial.verdict:
+                self.failed(trial)
+            read(trial)
+
+        speculation.read = reading
+
+    def _chunk(self, trial: Any) -> tuple[list[int], float]:
+        prior = min(0.5, self.expected / max(len(trial.lineage), 1))
+        return list(trial.lineage[trial.offset : trial.offset + trial.chunk]), prior
+
+    def likelihood(self, trial: Any) -> float:
+        if not trial.lineage or self.speculation.failures.repeats(trial):
+            return predictor_module.odds(self.speculation.failures.repeats(trial))
+        chunk, prior = self._chunk(trial)
+        none = 1.0
+        for edit in chunk:
+            none *= 1.0 - self.needed.get(edit, prior)
+        return min(0.95, max(0.05, none))
+
+    def failed(self, trial: Any) -> None:
+        if not trial.lineage:
+            return
+        chunk, prior = self._chunk(trial)
+        none = 1.0
+        for edit in chunk:
+            none *= 1.0 - self.needed.get(edit, prior)
+        for edit in chunk:
+            self.needed[edit] = min(1.0, self.needed.get(edit, prior) / max(1.0 - none, 1e-6))
+
+
 #: What the told predictors say of an interesting candidate (and 1 minus it of the others).
 TOLD = {"hint": 0.6, "perfect": 0.999}
 
 
-def cases() -> list[tuple[str, str, bytes]]:
-    """(name, program, marker): the check is "marker is still in the candidate"."""
+def _marker(marker: bytes) -> Callable[[bytes], bool]:
+    return lambda data: marker in data
+
+
+def cases() -> list[tuple[str, str, Callable[[bytes], bool]]]:
+    """(name, program, interesting): the check is "marker is still in the candidate"."""
     return [
-        ("fanout", models.fanout(), b"math.atan2"),
-        ("fanout 1/3", models.fanout(bug_callee=1, bug_op=3), b"math.atan2"),
-        ("fanout 7/37", models.fanout(bug_callee=7, bug_op=37), b"math.atan2"),
-        ("transformer", models.transformer(layers=4, bug="f6"), b"f6E2M3FN"),
-        ("scale 1000", models.scale_module(1000), b"math.cbrt"),
+        ("fanout", models.fanout(), _marker(b"math.atan2")),
+        ("fanout 1/3", models.fanout(bug_callee=1, bug_op=3), _marker(b"math.atan2")),
+        ("fanout 7/37", models.fanout(bug_callee=7, bug_op=37), _marker(b"math.atan2")),
+        ("transformer", models.transformer(layers=4, bug="f6"), _marker(b"f6E2M3FN")),
+        ("scale 1000", models.scale_module(1000), _marker(b"math.cbrt")),
     ]
 
 
-def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes) -> dict[str, Any]:
+VERDICTS = HERE / "results" / "verdicts"
+
+
+class Recorded:
+    """A corpus case's check, answered from its recorded verdicts (sha256 of the
+    candidate -> interesting), and run for real only on a text never recorded (the
+    verdict is then added to the record). With the record committed, the corpus rows
+    replay without the compiler, the same every time."""
+
+    def __init__(self, case: Any) -> None:
+        self.case = case
+        self.path = VERDICTS / f"{case.name}.json"
+        self.verdicts: dict[str, bool] = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.ran = 0
+
+    def __call__(self, data: bytes) -> bool:
+        key = hashlib.sha256(data).hexdigest()
+        if key not in self.verdicts:
+            with tempfile.TemporaryDirectory(prefix="speculation-") as d:
+                path = os.path.join(d, "input.mlir")
+                with open(path, "wb") as f:
+                    f.write(data)
+                done = subprocess.run(["sh", "-c", self.case.check, "check", path], cwd=d, capture_output=True)
+            self.verdicts[key] = done.returncode == 0
+            self.ran += 1
+        return self.verdicts[key]
+
+    def save(self) -> None:
+        if self.ran:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(dict(sorted(self.verdicts.items())), indent=0) + "\n")
+
+
+def corpus(names: str) -> list[tuple[str, str, Callable[[bytes], bool]]]:
+    """Cases of the benchmark corpus (benchmarks/cases.py), by name, with recorded verdicts."""
+    from cases import BY_NAME
+
+    return [(name, BY_NAME[name].make(), Recorded(BY_NAME[name])) for name in names.split(",") if name]
+
+
+def simulate(
+    workers: int, cost: float, predictor: str, text: str, interesting: Callable[[bytes], bool]
+) -> dict[str, Any]:
     """One engine run in virtual time."""
-
-    def interesting(data: bytes) -> bool:
-        return marker in data
-
     ex = VirtualExecutor(workers, interesting)
     ws = MLIRWorkspace(text, irutil.PrintOptions(), verify=True)
     eng = engine_module.Engine(
@@ -150,6 +251,11 @@ def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes
     elif predictor.startswith("flat:"):
         flat = float(predictor.split(":", 1)[1])
         eng.speculation.likelihood = lambda trial: flat  # type: ignore[method-assign]
+    elif predictor == "fixed":
+        failures = eng.speculation.failures
+        eng.speculation.likelihood = lambda trial: predictor_module.odds(failures.repeats(trial))  # type: ignore[method-assign]
+    elif predictor.startswith("probdd"):
+        ProbDD(eng.speculation, float(predictor.partition(":")[2] or 0.5))
     elif predictor != "engine":
         raise click.BadParameter(f"unknown predictor {predictor!r}", param_hint="--predictors")
     try:
@@ -180,18 +286,32 @@ def simulate(workers: int, cost: float, predictor: str, text: str, marker: bytes
 @click.option(
     "--jobs", default="1,2,4,8,16", show_default=True, help="Worker counts, comma-separated (1 is always run)."
 )
-@click.option("--predictors", default="engine,hint,perfect", show_default=True, help="engine, hint, perfect or flat:P.")
+@click.option(
+    "--predictors",
+    default="engine,hint,perfect",
+    show_default=True,
+    help="engine, fixed, probdd[:E], hint, perfect or flat:P.",
+)
 @click.option("--cost", default=0.005, show_default=True, help="Virtual seconds of main-process work per candidate.")
-@click.option("--save/--no-save", default=True, show_default=True, help="Write results/speculation.json.")
-def main(jobs: str, predictors: str, cost: float, save: bool) -> None:
+@click.option(
+    "--corpus",
+    "corpus_names",
+    default="",
+    help="Also corpus cases (benchmarks/cases.py names, comma-separated), with verdicts recorded in "
+    "results/verdicts/ (a text never recorded is checked for real, which needs the case's tools).",
+)
+@click.option("--synthetic/--no-synthetic", default=True, show_default=True, help="The five generated cases.")
+@click.option("--save/--no-save", default=True, show_default=True, help="Write the results file.")
+@click.option("--results", default="speculation.json", show_default=True, help="Its name in results/.")
+def main(jobs: str, predictors: str, cost: float, corpus_names: str, synthetic: bool, save: bool, results: str) -> None:
     workers = sorted({int(j) for j in jobs.split(",")} - {1})
-    todo = cases()
+    todo = (cases() if synthetic else []) + corpus(corpus_names)
     click.echo(f"commit {commit()}; check {CHECK_SECONDS:g} s (virtual); materialising {cost:g} s each")
     click.echo(
         "time against one worker; one worker: "
         + ", ".join(
-            f"{name} {simulate(1, cost, 'engine', text, marker)['virtual_seconds']:.1f} s"
-            for name, text, marker in todo
+            f"{name} {simulate(1, cost, 'engine', text, interesting)['virtual_seconds']:.1f} s"
+            for name, text, interesting in todo
         )
         + "\n"
     )
@@ -201,11 +321,11 @@ def main(jobs: str, predictors: str, cost: float, save: bool) -> None:
     click.echo("|---|---:|" + "---:|" * len(todo) + "---:|---|")
     rows = []
     for predictor in predictors.split(","):
-        base = [simulate(1, cost, predictor, text, marker) for _, text, marker in todo]
+        base = [simulate(1, cost, predictor, text, interesting) for _, text, interesting in todo]
         for n in workers:
             ratios, same = [], True
-            for (name, text, marker), one in zip(todo, base):
-                row = simulate(n, cost, predictor, text, marker)
+            for (name, text, interesting), one in zip(todo, base):
+                row = simulate(n, cost, predictor, text, interesting)
                 ratios.append(row["virtual_seconds"] / one["virtual_seconds"])
                 same = same and row["output"] == one["output"]
                 rows.append(
@@ -222,8 +342,11 @@ def main(jobs: str, predictors: str, cost: float, save: bool) -> None:
                 + " | ".join(f"{r:.2f}x" for r in ratios)
                 + f" | **{statistics.geometric_mean(ratios):.2f}x** | {'yes' if same else 'NO'} |"
             )
+    for _, _, interesting in todo:
+        if isinstance(interesting, Recorded):
+            interesting.save()
     if save:
-        path = HERE / "results" / "speculation.json"
+        path = HERE / "results" / results
         path.write_text(json.dumps({"commit": commit(), "cost": cost, "rows": rows}, indent=1) + "\n")
         click.echo(f"\nwritten to {path.relative_to(HERE.parent)}")
 
