@@ -459,8 +459,8 @@ class Engine:
         self.checks.read(trial.key)
         st.judged += 1
         trial.read = True
+        self.speculation.read(trial)
         if not trial.verdict:
-            self.speculation.failed(trial)
             self.checks.drop_ir(trial)
         return trial.verdict
 

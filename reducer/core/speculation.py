@@ -11,7 +11,7 @@ engine would need next, best-first by the probability of needing them:
   makes of the final program (`confirm.py`).
 
 A candidate's odds of success are `predictor.py`'s: low if it repeats a failure, else
-leaning towards success. Where a speculative branch reaches the end of a round, the next
+its strategy's success rate in the run so far, leaning towards success. Where a speculative branch reaches the end of a round, the next
 round's order is worked out from the stats the decisions will have by then if the branch
 is taken (the engine's `_assumed`). Before the run, `prime` starts the first round's
 likeliest checks on the workers the caller's check of the original leaves idle. The decisions read verdicts in their own order and nothing
@@ -47,10 +47,19 @@ class Speculation:
         self.checks, self.confirms = checks, confirms
         self.open_branch = open_branch  # the branch of the program a trial would commit (the engine plans it)
         self.failures = predictor.Failures()  # what the decisions read as failures
+        self.rates = predictor.Rates()  # each strategy's fresh verdicts read
 
     def likelihood(self, trial: Trial) -> float:
         """The odds speculation gives trial's success (reducer/core/predictor.py)."""
-        return predictor.odds(self.failures.repeats(trial))
+        return predictor.AGAIN if self.failures.repeats(trial) else self.rates.odds(trial)
+
+    def read(self, trial: Trial) -> None:
+        """A decision read trial's verdict: its strategy's rate learns it, unless trial
+        repeats a failure (those have odds of their own) or is a move."""
+        if not trial.grow and not self.failures.repeats(trial):
+            self.rates.record(trial, bool(trial.verdict))
+        if not trial.verdict:
+            self.failed(trial)
 
     def busy(self) -> int:
         """Workers holding a check the engine started: its candidates' and its re-checks'."""
