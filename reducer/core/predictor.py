@@ -30,12 +30,14 @@ Since issue 31, the 0.7 is where a strategy starts, worth `PRIOR_WEIGHT` verdict
 fresh verdict the decisions read moves that strategy's odds towards its own success rate
 in the run (`Rates`). One rate per strategy, not per candidate kind: forward-operands,
 say, mostly fails on the programs it meets and values-to-return mostly succeeds, while a
-strategy's candidates are alike. On the same five cases, against the flat 0.7, at 2 / 4 /
-8 / 16 workers: 0.62x / 0.41x / 0.30x / 0.26x before, 0.60x / 0.37x / 0.28x / 0.24x after
-(`results/speculation-predictors.json`, with the corpus's own cases replayed from their
-recorded verdicts). Tried and measured there too: a probability per edit, ProbDD's
-(followed through commits by lineage, raised by each failed chunk holding it; a chunk
-succeeds if none of its edits is needed), which did no better than the flat odds.
+strategy's candidates are alike. On the five cases and seven of the corpus's (replayed
+from their recorded verdicts), geometric mean at 2 / 4 / 8 / 16 workers: the constants
+alone 0.62x / 0.41x / 0.32x / 0.27x, with the rates 0.61x / 0.40x / 0.30x / 0.27x
+(`results/speculation-predictors.json`). Measured there too and not taken: ProbDD's
+probability per edit (followed through commits by lineage, raised by each failed chunk
+holding it), 0.63x / 0.42x / 0.32x / 0.27x. What stays out of reach is the perfect
+predictor's 0.11x at 16 workers: most of the gap is between two halves of a chunk, where
+nothing the run has read says which one holds what the check needs.
 """
 
 from __future__ import annotations
