@@ -133,7 +133,9 @@ def run(config: str, sleep: float, extra: list[str], case: Case = CASES["fanout"
 @click.option("--sleep", default=1.0, show_default=True, help="Seconds each check sleeps.")
 @click.option("--save/--no-save", default=True, show_default=True, help="Write the results file.")
 @click.option(
-    "--results", default=None, help="Its name in benchmarks/results/ (default: parallel.json, parallel-big.json for big)."
+    "--results",
+    default=None,
+    help="Its name in benchmarks/results/ (default: parallel.json, parallel-big.json for big).",
 )
 @click.option(
     "--repeat",
