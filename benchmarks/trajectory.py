@@ -242,13 +242,15 @@ def table(base: str, labels: str | None, results: Path) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=PLOT, show_default=True)
 @click.option("--labels", help="Comma-separated labels [default: all in the file].")
 def plot(results: Path, out: Path, labels: str | None) -> None:
-    """Size (% of the original's bytes, log scale) against seconds, one panel per case."""
+    """Size (% of the original's bytes, log scale) against seconds, one panel per case
+    (SVG, or PNG for an --out ending in .png)."""
     import matplotlib
 
     matplotlib.use("Agg")
     # Text as text (searchable, smaller) and fixed ids: the same results give the same file.
     matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "ireereduce"})
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter
 
     rows = [r for r in load(results) if _measured(r)]
     names = labels.split(",") if labels else list(dict.fromkeys(r["label"] for r in rows))
@@ -270,6 +272,7 @@ def plot(results: Path, out: Path, labels: str | None) -> None:
             ax.step(xs, ys, where="post", label=f"{name} ({r['commit']})")
         ax.axhline(100 * FRACTION, color="grey", linewidth=0.5, linestyle=":")
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.set_title(case, fontsize=9)
         ax.set_xlabel("seconds", fontsize=8)
         ax.set_ylabel("% of original bytes", fontsize=8)
@@ -279,7 +282,8 @@ def plot(results: Path, out: Path, labels: str | None) -> None:
         ax.set_visible(False)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="svg", metadata={"Date": None})
+    svg = out.suffix.lower() == ".svg"  # else the format its suffix names (.png)
+    fig.savefig(out, metadata={"Date": None} if svg else None)
     plt.close(fig)
     click.echo(f"written to {out}")
 
