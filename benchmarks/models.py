@@ -406,6 +406,46 @@ def fanout(callees: int = 8, ops_per_callee: int = 39, bug_callee: int = 5, bug_
     return "\n".join(out) + "\n"
 
 
+#: The ops `fanout_wide` plants, one per bug callee; its check needs them all.
+WIDE_MARKERS = ("math.atan2", "math.erf", "math.tanh", "math.log1p", "math.cbrt", "math.sin", "math.cos", "math.exp2")
+
+
+def fanout_wide(callees: int = 40, ops_per_callee: int = 49, bugs: int = 2) -> str:
+    """Issue 31's case with at least 80 checks at -j 1: `fanout`'s shape at 2,122 ops
+    (40 callees of 49 elementwise ops), with the bug needing `bugs` ops (the first of
+    `WIDE_MARKERS`) in callees spread over the module, each deep in its callee's chain
+    (5 ops before its return). With one such op split-functions isolates its callee at
+    once and -j 1 needs 27 checks; with two the search must find both (96 checks at
+    -j 1 on the commit this was built on), with three 154."""
+    assert 1 <= bugs <= len(WIDE_MARKERS)
+    t = "tensor<8xf32>"
+    where = {(callees * (k + 1)) // (bugs + 1): WIDE_MARKERS[k] for k in range(bugs)}  # callee -> its op
+    out = []
+    for c in range(callees):
+        out.append(f"func.func private @f{c}(%x: {t}, %y: {t}) -> {t} {{")
+        prev = "%x"
+        for i in range(ops_per_callee):
+            if c in where and i == ops_per_callee - 5:
+                op = f"{where[c]} {prev}, %y" if where[c] == "math.atan2" else f"{where[c]} {prev}"
+            else:
+                op = ("arith.negf " + prev, f"arith.addf {prev}, %y", f"arith.mulf {prev}, %x")[(c + i) % 3]
+            out.append(f"  %v{i} = {op} : {t}")
+            prev = f"%v{i}"
+        out.append(f"  return {prev} : {t}")
+        out.append("}")
+    out.append(f"func.func @main(%x: {t}, %y: {t}) -> {t} {{")
+    for c in range(callees):
+        out.append(f"  %r{c} = call @f{c}(%x, %y) : ({t}, {t}) -> {t}")
+    acc = "%r0"
+    for c in range(1, callees):
+        out.append(f"  %s{c} = arith.addf {acc}, %r{c} : {t}")
+        acc = f"%s{c}"
+    out.append(f"  %out = math.absf {acc} : {t}")
+    out.append(f"  return %out : {t}")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
 _DEQUANT = [
     "#q = affine_map<(d0, d1) -> (d0, d1)>",
     "#s = affine_map<(d0, d1) -> (d1)>",

@@ -22,7 +22,7 @@ from reducer.core import ir as irutil
 from reducer.core.bytecode import program_text
 from reducer.core.oracle import Oracle
 from reducer.core.workspace import Size
-from reducer.progress import Listener, Monitor
+from reducer.progress import Listener, Monitor, Point
 from reducer.session import Result, Settings, UserError
 
 STATS_SCHEMA = "ireereduce-stats/1"
@@ -52,6 +52,8 @@ class Reduction:
     reason: str | None  # why a `stopped` run stopped
     report: dict[str, Any]  # the --report-json content (docs/report-schema.json)
     result: Result  # everything else: per-strategy numbers, findings, the final oracle
+    #: The size against time and checks: the original, each commit, the final (--stats-json's `trajectory`).
+    trajectory: list[Point] = attrs.Factory(list)
 
     @property
     def interesting(self) -> bool:
@@ -148,6 +150,8 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
             result, status = exc.result, "interrupted"
         except session.Flaky as exc:
             result, status = exc.result, "flaky"
+    stats = result.stats
+    monitor.end(stats.final, stats.oracle_calls, sum(s.judged for s in stats.per_strategy.values()))
     # An interrupted run may have found nothing smaller yet: the output is not written then.
     # (then the smallest interesting program found is the input itself).
     if os.path.exists(result.output):
@@ -172,6 +176,7 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
         reason=reason,
         report=data,
         result=result,
+        trajectory=list(monitor.trajectory),
     )
 
 
@@ -204,6 +209,7 @@ def write_stats(path: str, reduction: Reduction) -> None:
         output=str(result.output),
         seconds=result.seconds,
         trivial=reduction.trivial,
+        trajectory=[point.fields() for point in reduction.trajectory],
     )
     session.save(
         path,

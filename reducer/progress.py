@@ -36,6 +36,30 @@ def size_fields(size: Any) -> dict[str, Any] | None:
     return None if size is None else {"ops": size.ops, "bytes": size.bytes}
 
 
+@attrs.frozen
+class Point:
+    """One step of the run's trajectory (`--stats-json`): so a reader sees how fast the
+    size went, not only where it ended. The clock is the progress events' `elapsed`;
+    checks are oracle calls submitted (the run's `oracle_calls`), judged the verdicts
+    the decisions read (the same for any -j)."""
+
+    event: str  # original, start (when it differs from the original), commit, final
+    seconds: float
+    checks: int
+    judged: int
+    size: Any  # a workspace Size
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "event": self.event,
+            "seconds": round(self.seconds, 3),
+            "checks": self.checks,
+            "judged": self.judged,
+            "ops": self.size.ops,
+            "bytes": self.size.bytes,
+        }
+
+
 @attrs.define
 class Status:
     """One look at a running reduction: what the live status line and heartbeats show."""
@@ -113,6 +137,8 @@ class Monitor:
         self._engine: Any = None
         self._strategy: str | None = None
         self._seen: dict[str, int] = {}
+        #: The original, then every commit the run reports, then the final (`end`).
+        self.trajectory: list[Point] = []
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -146,6 +172,9 @@ class Monitor:
     def start(self, original: Any, start: Any, mode: str, jobs: int, timeout: float, text: str = "") -> None:
         self._original, self._best = original, start
         self.start_text = text
+        self.trajectory = [self._point("original", original)]
+        if size_fields(start) != size_fields(original):  # the triage's rewrite, or an earlier run's smaller output
+            self.trajectory.append(self._point("start", start))
         self._phase = "reducing"
         self.emit(
             "start",
@@ -163,6 +192,7 @@ class Monitor:
             self._last_improvement = time.monotonic()
             self._strategy = candidate.strategy
             status = self.status()
+            self.trajectory.append(self._point("commit", candidate.size))
         for show in list(self.on_candidate):
             show(candidate)
         self.emit(
@@ -172,6 +202,24 @@ class Monitor:
             checks=status.checks,
             percent=round(status.percent() or 0.0, 2),
         )
+
+    def end(self, final: Any, checks: int, judged: int) -> None:
+        """The run's result as the trajectory's last point (after the final re-checks and
+        any walk-back: it may be larger than the last commit)."""
+        with self._lock:
+            self.trajectory.append(Point("final", time.monotonic() - self.started, checks, judged, final))
+
+    def _point(self, event: str, size: Any) -> Point:
+        checks, judged = self._counts()
+        return Point(event, time.monotonic() - self.started, checks, judged, size)
+
+    def _counts(self) -> tuple[int, int]:
+        """Oracle calls and judged verdicts so far (0 before the engine is watched)."""
+        engine = self._engine
+        if engine is None:
+            return 0, 0
+        stats = engine.stats
+        return stats.oracle_calls, sum(s.judged for s in list(stats.per_strategy.values()))
 
     def finish(self, status: str, **fields: Any) -> None:
         assert status in STATUSES, status
@@ -192,6 +240,10 @@ class Monitor:
     @contextlib.contextmanager
     def watching(self, engine: Any) -> Iterator[None]:
         self._engine = engine
+        if self.trajectory and all(p.event != "commit" for p in self.trajectory):
+            # A primed engine's first checks were submitted before the start was told.
+            checks, judged = self._counts()
+            self.trajectory = [attrs.evolve(p, checks=checks, judged=judged) for p in self.trajectory]
         try:
             yield
         finally:
