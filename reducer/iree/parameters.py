@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: A parameter reference: `#stream.parameter.named<"scope"::"key">`, or `<"key">` in the
 #: default scope.
@@ -79,8 +82,7 @@ class Archives:
         if not os.path.isfile(path):
             what = "does not exist" if not os.path.exists(path) else "is not a file"
             raise ArchiveError(f"the parameter archive {path} (--parameters) {what}")
-        import iree.runtime as rt  # only a run given archives loads the runtime's bindings
-
+        rt = _runtime()
         index = rt.ParameterIndex()
         try:
             index.load(path)  # mapped: a multi-gigabyte archive is not read into memory
@@ -100,7 +102,9 @@ class Archives:
         entry = self._load(scope).get(key)
         if entry is None:
             return None
-        import iree.runtime as rt
+        import numpy as np
+
+        rt = _runtime()
 
         if entry.is_splat:  # type: ignore[attr-defined]
             pattern = np.frombuffer(entry.splat_pattern, np.uint8)  # type: ignore[attr-defined]
@@ -116,10 +120,31 @@ class Archives:
         return self.files[scope]
 
 
+def _runtime() -> Any:
+    """The runtime's bindings, loaded only by a run given archives. Their leak checker
+    is off: the archives stay mapped until the process exits, and nanobind then printed
+    a hundred lines of "leaked function" after the summary."""
+    import iree._runtime_libs._runtime as native
+    import iree.runtime as rt
+
+    native.disable_leak_checker()
+    return rt
+
+
 def needed(text: str) -> list[str]:
     """The references text still makes, spelled `scope::key` (`key` in the default scope):
     what the report says a repro needs an archive for."""
     return [f"{s}::{k}" if s else k for s, k in references(text)]
+
+
+def note(text: str, given: bool) -> str | None:
+    """The summary's line on archives: whether the result still needs one, and for which
+    keys; None for a run that neither had archives nor a program that uses them."""
+    keys = needed(text)
+    if not keys:
+        return "the result needs no parameter archive: its parameters are inline" if given else None
+    shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+    return f"the result still needs a parameter archive for {len(keys)} key{'s' if len(keys) > 1 else ''}: {shown}"
 
 
 def absolute(specs: Iterable[str]) -> tuple[tuple[str, str], ...]:

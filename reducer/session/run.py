@@ -569,6 +569,7 @@ class Run:
             self.begin.findings.notes.append(
                 f"the check looked flaky at the start ({self.flaky_start}); the result passed {FINAL_CONFIRM} re-checks"
             )
+        self._tell_parameters(settled.text)
         confirmed = settled.confirmed
         final = rechecks.last if rechecks.last is not None else Verdict(confirmed, 0 if confirmed else 1)
         if self.resume.state is not None:
@@ -577,6 +578,16 @@ class Run:
         if settled.flaky is not None:
             raise Flaky(res)
         return res
+
+    def _tell_parameters(self, text: str) -> None:
+        """Whether the result still needs a parameter archive, and for which keys."""
+        if not self.settings.parameters and "#stream.parameter.named<" not in text:
+            return
+        from reducer.iree.parameters import note
+
+        told = note(text, bool(self.settings.parameters))
+        if told is not None:
+            self.begin.findings.notes.append(told)
 
     def result(self, final: Verdict | None = None, flaky: str | None = None) -> Result:
         state = self.resume.state
