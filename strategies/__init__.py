@@ -17,6 +17,7 @@ from strategies.forward_operands import ForwardOperands
 from strategies.generic_to_ops import GenericToOps
 from strategies.globals import Globals
 from strategies.hal_executables import HalExecutables
+from strategies.inline_parameters import InlineParameters
 from strategies.iree_simplify import IreeSimplify
 from strategies.opt_passes import OptPasses
 from strategies.regions import Regions
@@ -34,6 +35,7 @@ from strategies.values_to_arguments import ValuesToArguments
 from strategies.values_to_return import ValuesToReturn
 
 BUILTIN: list[type[Strategy]] = [
+    InlineParameters,
     SplitFunctions,
     OptPasses,
     ShrinkTensors,

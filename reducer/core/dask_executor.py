@@ -121,19 +121,14 @@ class ExecutorUnavailable(Exception):
     """The cluster cannot be reached or started."""
 
 
-@attrs.frozen
-class ShippedScript(Oracle):
-    """The user's check script, carried as bytes: written once per worker, then run the
-    way `ScriptOracle` runs it (exit 0 = interesting)."""
+class _Installed:
+    """Files carried as bytes, written once per worker into a directory of their own,
+    and removed there once their run has closed and no check uses them."""
 
-    kind: ClassVar[str] = "check-script"  # the user's script, wherever it runs
-    files: tuple[tuple[str, bytes], ...]  # (file name, content); the first is the script
-    basename: str
-    timeout: float | None
+    files: tuple[tuple[str, bytes], ...]  # (file name, content)
     #: The executor that shipped it: each run installs and removes a copy of its own, so
-    #: one run's close never takes away the script another run's checks are using.
-    owner: str = ""
-    args: tuple[str, ...] = ()  # --test-arg: after the candidate's path, as the local pool passes them
+    #: one run's close never takes away the files another run's checks are using.
+    owner: str
 
     @property
     def digest(self) -> str:
@@ -150,10 +145,9 @@ class ShippedScript(Oracle):
         return _installed_dir(self.dirname)
 
     def install(self) -> str:
-        """The script's path on this machine, written there the first time."""
+        """The files' directory on this machine, written there the first time."""
         directory = self.directory()
-        script = os.path.join(directory, self.files[0][0])
-        if not os.path.exists(script):
+        if not os.path.exists(os.path.join(directory, self.files[0][0])):
             staging = tempfile.mkdtemp(prefix="ireereduce-check-", dir=os.path.dirname(directory))
             for name, content in self.files:
                 path = os.path.join(staging, name)
@@ -164,11 +158,7 @@ class ShippedScript(Oracle):
                 os.rename(staging, directory)
             except OSError:  # another check on this machine installed it first
                 shutil.rmtree(staging, ignore_errors=True)
-        return script
-
-    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
-        with self._in_use():
-            return ScriptOracle(self.install(), self.basename, self.timeout, self.args).run(data, cancel)
+        return directory
 
     @contextlib.contextmanager
     def _in_use(self) -> Iterator[None]:
@@ -191,24 +181,83 @@ class ShippedScript(Oracle):
             if remove:
                 shutil.rmtree(_installed_dir(name), ignore_errors=True)
 
+
+@attrs.frozen
+class ShippedScript(_Installed, Oracle):
+    """The user's check script, carried as bytes: written once per worker, then run the
+    way `ScriptOracle` runs it (exit 0 = interesting)."""
+
+    kind: ClassVar[str] = "check-script"  # the user's script, wherever it runs
+    files: tuple[tuple[str, bytes], ...]  # (file name, content); the first is the script
+    basename: str
+    timeout: float | None
+    owner: str = ""
+    args: tuple[str, ...] = ()  # --test-arg: after the candidate's path, as the local pool passes them
+
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
+        with self._in_use():
+            script = os.path.join(self.install(), self.files[0][0])
+            return ScriptOracle(script, self.basename, self.timeout, self.args).run(data, cancel)
+
     def reproducer(self, path: str) -> str:
         return ScriptOracle(self.files[0][0], self.basename, self.timeout, self.args).reproducer(path)
 
 
+@attrs.frozen
+class ShippedFiles(_Installed, Oracle):
+    """A built-in oracle with the files of this machine it reads (`Oracle.data_files`, such as
+    parameter archives) carried as bytes: written once per worker, and the oracle pointed
+    at them there."""
+
+    kind: ClassVar[str] = "shipped"  # never reported: the report reads the oracle the run made
+    inner: Oracle
+    files: tuple[tuple[str, bytes], ...]  # (file name, content), in the order of `paths`
+    paths: tuple[str, ...]  # where each file is on the machine that shipped it
+    owner: str = ""
+
+    @property
+    def timeout(self) -> float | None:  # type: ignore[override]
+        return self.inner.timeout
+
+    def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
+        with self._in_use():
+            directory = self.install()
+            moved = {path: os.path.join(directory, name) for path, (name, _) in zip(self.paths, self.files)}
+            return self.inner.with_data_files(moved).run(data, cancel)
+
+    def reproducer(self, path: str) -> str:
+        return self.inner.reproducer(path)
+
+
 def ship(oracle: Oracle, check_files: Sequence[str] = (), owner: str = "") -> Oracle:
     """What can run on another machine: a check script becomes its bytes, with its
-    arguments; built-in oracles carry only their commands already. `--repeat` wraps the
-    script, so the wrapper ships what it wraps: else a worker on another machine would
-    look for the script, and its files, at this machine's paths."""
+    arguments; a built-in oracle carries its commands, and the files it reads
+    (`Oracle.data_files`) as bytes. `--repeat` wraps the script, so the wrapper ships what it
+    wraps: else a worker on another machine would look for the script, and its files,
+    at this machine's paths."""
     if isinstance(oracle, RepeatOracle):
         return attrs.evolve(oracle, inner=ship(oracle.inner, check_files, owner))
     if not isinstance(oracle, ScriptOracle):
-        return oracle
-    files = []
-    for path in [oracle.script, *check_files]:
+        paths = oracle.data_files()
+        if not paths:
+            return oracle
+        return ShippedFiles(oracle, _named(paths, unique=True), paths, owner)
+    files = _named([oracle.script, *check_files])  # by their names: the script finds them so
+    return ShippedScript(files, oracle.basename, oracle.timeout, owner, oracle.args)
+
+
+def _named(paths: Sequence[str], unique: bool = False) -> tuple[tuple[str, bytes], ...]:
+    """Each file's content under its own name; `unique`: a name met again gets its
+    position in front (two archives may share a name in different directories)."""
+    files, seen = [], set()
+    for k, path in enumerate(paths):
+        name = os.path.basename(path)
+        if unique and name in seen:
+            name = f"{k}-{name}"
+        seen.add(name)
         with open(path, "rb") as f:
-            files.append((os.path.basename(path), f.read()))
-    return ShippedScript(tuple(files), oracle.basename, oracle.timeout, owner, oracle.args)
+            files.append((name, f.read()))
+    return tuple(files)
 
 
 def _installed_dir(dirname: str) -> str:
@@ -372,7 +421,7 @@ class DaskExecutor(Executor):
         if entry is None:
             shipped = ship(oracle, self.check_files, self._owner)
             script = shipped.inner if isinstance(shipped, RepeatOracle) else shipped
-            if isinstance(script, ShippedScript):
+            if isinstance(script, _Installed):
                 self._installed.add(script.dirname)
             entry = (oracle, shipped)
             self._shipped[id(oracle)] = entry  # keeps the oracle alive, so its id stays its own

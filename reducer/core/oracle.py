@@ -24,7 +24,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Protocol
 
 import attrs
@@ -132,6 +132,16 @@ class Oracle(abc.ABC):
     def script_path(self) -> str | None:
         """The user's check script, which a report shows; None for a built-in oracle."""
         return None
+
+    def data_files(self) -> tuple[str, ...]:
+        """Files of this machine the oracle reads besides the candidate (a built-in
+        oracle's data, such as parameter archives): an executor whose workers may sit on
+        other machines ships them (reducer/core/dask_executor.py `ship`)."""
+        return ()
+
+    def with_data_files(self, moved: Mapping[str, str]) -> Oracle:
+        """This oracle reading each of its `data_files()` from where `moved` says it is now."""
+        return self
 
     def failure(self) -> Finding | None:
         """The original's failure that candidates must match, once calibrated; None if

@@ -100,6 +100,10 @@ class Strategy(abc.ABC, Generic[P]):
     #: session loads them while the original is checked, once the engine's first checks
     #: are on their way (`session.registry` stays quick for that).
     deferred_imports: ClassVar[tuple[str, ...]] = ()
+    #: What the run gives it beyond the program, by the names of its constructor's keyword
+    #: arguments (e.g. "parameters": the archives the run was given). The session passes
+    #: those it has, and nothing else: the strategy must work without them.
+    wants: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def opportunities(self, program: P) -> list[Edit]:

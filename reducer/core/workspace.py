@@ -11,7 +11,7 @@ import abc
 import contextlib
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -30,20 +30,27 @@ UNKNOWN_VOLUME = -1
 @attrs.frozen(order=False)
 class Size:
     """Ops (None when the text is not MLIR), then bytes, then tensor volume: the order
-    candidates must strictly descend in, which also guarantees the search ends."""
+    candidates must strictly descend in, which also guarantees the search ends. Before
+    all of them, `outside`: what the program needs from files beside it (external
+    parameters, as the session counts them), so a program that needs fewer is smaller
+    whatever its text costs: putting a weight inline makes the text longer."""
 
     ops: int | None
     bytes: int
     volume: int = 0
+    outside: int = 0
 
     def smaller_than(self, other: Size) -> bool:
+        if self.outside != other.outside:
+            return self.outside < other.outside
         if self.ops is not None and other.ops is not None:
             return (self.ops, self.bytes, self.volume) < (other.ops, other.bytes, other.volume)
         return self.bytes < other.bytes
 
     def __str__(self) -> str:
         ops = "" if self.ops is None else f"{self.ops} ops, "
-        return f"{ops}{self.bytes} bytes"
+        outside = f" (and {self.outside} from other files)" if self.outside else ""
+        return f"{ops}{self.bytes} bytes{outside}"
 
 
 @attrs.frozen
@@ -75,6 +82,11 @@ class Workspace(abc.ABC):
     #: (`reducer.core.resources`), by key: a program's size counts the blobs it uses, as
     #: its file holds them (cut to their types), and not those it no longer uses.
     blob_sizes: Mapping[str, int] = {}
+    #: How many things a program's text needs from files beside it (`Size.outside`); None: nothing counted.
+    outside: Callable[[str], int] | None = None
+
+    def count_outside(self, text: str) -> int:
+        return self.outside(text) if self.outside is not None else 0
 
     def weigh(self, text: str) -> int:
         """text's bytes as a file: with the blobs it uses."""
@@ -151,24 +163,27 @@ class Workspace(abc.ABC):
 class TextWorkspace(Workspace):
     mode = "text"
 
-    def __init__(self, text: str, blob_sizes: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self, text: str, blob_sizes: Mapping[str, int] | None = None, outside: Callable[[str], int] | None = None
+    ) -> None:
         self.blob_sizes = blob_sizes or {}
+        self.outside = outside
         self._set(text)
 
     def _set(self, text: str) -> None:
         self.program = Program(text)
-        self.size = Size(None, self.weigh(text))
+        self.size = Size(None, self.weigh(text), outside=self.count_outside(text))
 
     def _finish(self, result: object) -> tuple[str, Size, object] | Rejected:
         if not isinstance(result, str):
             return Rejected("strategy-error", "text strategies must return text")
-        return result, Size(None, self.weigh(result)), None
+        return result, Size(None, self.weigh(result), outside=self.count_outside(result)), None
 
     def commit(self, candidate: Candidate) -> None:
         self._set(candidate.text)
 
     def fork(self, candidate: Candidate) -> Workspace:
-        return TextWorkspace(candidate.text, self.blob_sizes)
+        return TextWorkspace(candidate.text, self.blob_sizes, self.outside)
 
 
 #: Below this many bytes a candidate is printed whole: matching its top-level ops with the
@@ -484,11 +499,17 @@ class MLIRWorkspace(Workspace):
         return attrs.evolve(candidate, size=attrs.evolve(candidate.size, volume=irutil.tensor_volume(candidate.text)))
 
     def __init__(
-        self, text: str, options: irutil.PrintOptions, verify: bool = True, blob_sizes: Mapping[str, int] | None = None
+        self,
+        text: str,
+        options: irutil.PrintOptions,
+        verify: bool = True,
+        blob_sizes: Mapping[str, int] | None = None,
+        outside: Callable[[str], int] | None = None,
     ) -> None:
         self.options = options
         self.verify = verify
         self.blob_sizes = blob_sizes or {}
+        self.outside = outside
         self.ctx = irutil.new_context()
         self._set(irutil.parse(text, self.ctx))
 
@@ -536,7 +557,7 @@ class MLIRWorkspace(Workspace):
         self.program = MLIRProgram(text, root)
         top = self.program.analysis(_TopLevel.of)  # its counts are what candidates reuse
         ops = sum(top.counts) if top is not None else irutil.count_ops(root)
-        self._size = Size(ops, self.weigh(text), UNKNOWN_VOLUME)
+        self._size = Size(ops, self.weigh(text), UNKNOWN_VOLUME, self.count_outside(text))
 
     def _finish(self, result: object) -> tuple[str, Size, object] | Rejected:
         keep = None
@@ -570,7 +591,8 @@ class MLIRWorkspace(Workspace):
         # Volume only breaks ties; scanning a megabyte for it costs more than printing it.
         # A pass that changed nothing ties too, but materialize rejects the same text unmeasured.
         tie = (ops, nbytes) == (self._size.ops, self._size.bytes) and text != self.program.text
-        size = Size(ops, nbytes, irutil.tensor_volume(text) if tie else UNKNOWN_VOLUME)
+        outside = self.count_outside(text)
+        size = Size(ops, nbytes, irutil.tensor_volume(text) if tie else UNKNOWN_VOLUME, outside)
         return text, size, keep if keep is not None else root
 
     def _module_of(self, candidate: Candidate) -> object:
@@ -586,7 +608,7 @@ class MLIRWorkspace(Workspace):
     def fork(self, candidate: Candidate) -> Workspace:
         other = object.__new__(MLIRWorkspace)
         other.options, other.verify, other.ctx = self.options, self.verify, self.ctx
-        other.blob_sizes = self.blob_sizes
+        other.blob_sizes, other.outside = self.blob_sizes, self.outside
         with self.scope():
             other._set(self._module_of(candidate), known=candidate)
         return other

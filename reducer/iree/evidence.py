@@ -75,7 +75,7 @@ def ship(oracle: MismatchOracle, evidence: Evidence, folder: str, program: str) 
     given["b"] = given["a"] if [t for t, _ in b] == [t for t, _ in a] else _flags(b, folder, "b-")
     compiles = {"a": oracle.compile.shell(input=program, output="a.vmfb")}
     compiles["b"] = oracle.against.shell(input=program, output="b.vmfb")
-    run = oracle.runner.shell()
+    run = oracle.run_shell()
     runs = [
         " ".join(
             [run, f"--module={side}.vmfb", f"--function={evidence.function}"] + [f"--input={f}" for f in given[side]]

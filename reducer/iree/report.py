@@ -23,6 +23,7 @@ from reducer.core.bytecode import program_text
 from reducer.core.engine import RunStats
 from reducer.core.oracle import Oracle, Verdict
 from reducer.core.workspace import Size
+from reducer.iree import parameters
 from reducer.iree.dispatch import Isolated
 from reducer.iree.oracles.command import resolve_tool
 from reducer.iree.signature import Signature
@@ -205,6 +206,7 @@ def build(result: Result, input_path: str, status: str, inputs_folder: str | Non
         "difference": shown_by,
         "flags_removed": list(found.flags_removed),
         "for_upstream": list(found.for_upstream),
+        "parameters": parameters.needed(program),  # what the reproducer still reads from an archive
         "versions": versions(),
     }
 
@@ -334,6 +336,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         ("dispatch", report["dispatch"]["name"] if report.get("dispatch") else None),
         ("flags not needed", ", ".join(f"`{f}`" for f in report["flags_removed"]) or None),
         ("for upstream", ", ".join(report["for_upstream"]) or None),
+        ("needs a parameter archive for", ", ".join(f"`{k}`" for k in report.get("parameters", [])) or None),
         ("candidates rejected as a different bug", report["rejected_as_different_bug"]),
         ("iree-compile", report["versions"]["iree-compile"]),
         ("python", report["versions"]["python"]),

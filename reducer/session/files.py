@@ -386,6 +386,12 @@ def _read_by_the_run(settings: Settings) -> dict[str, str]:
         for used in settings.check_files:
             protected.setdefault(os.path.realpath(used), f"{used}, which --check-files ships with the check")
         protected[os.path.realpath(script)] = f"the check script {script}"
+    if settings.parameters:  # the archives are the user's
+        from reducer.iree.parameters import split_spec
+
+        for _scope, archive in map(split_spec, settings.parameters):
+            if archive:
+                protected.setdefault(os.path.realpath(archive), f"{archive}, a parameter archive --parameters names")
     return protected
 
 

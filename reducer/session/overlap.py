@@ -34,14 +34,20 @@ class Reprinted:
     used only where it is provably the one `choose_workspace`'s check would give."""
 
     def __init__(
-        self, text: str, verify: bool, oracle: Oracle, executor: Executor, blob_sizes: Mapping[str, int] | None = None
+        self,
+        text: str,
+        verify: bool,
+        oracle: Oracle,
+        executor: Executor,
+        blob_sizes: Mapping[str, int] | None = None,
+        outside: Callable[[str], int] | None = None,
     ) -> None:
         self.text, self.verify, self.oracle, self.executor = text, verify, oracle, executor
         self.data: bytes | None = None
         self.future: concurrent.futures.Future[Verdict] | None = None
         self.workspace: MLIRWorkspace | irutil.ParseError
         try:
-            self.workspace = MLIRWorkspace(text, irutil.PrintOptions(), verify=verify, blob_sizes=blob_sizes)
+            self.workspace = MLIRWorkspace(text, irutil.PrintOptions(), verify, blob_sizes, outside)
         except irutil.ParseError as exc:
             self.workspace = exc
             return
@@ -102,6 +108,7 @@ def prime(
     inner: Executor,
     on_event: Callable[[str, dict[str, object]], None],
     primers: list[EarlyExecutor],
+    supplies: Mapping[str, object] | None = None,
 ) -> Primed | None:
     """Start the engine's first checks on the workers the re-print's check leaves: those
     the original's two checks leave idle start now, the others queue and start as soon as
@@ -118,7 +125,7 @@ def prime(
     if settings.max_checks is not None:
         return None
     try:
-        strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies, available)
+        strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies, available, supplies)
     except UserError:
         return None  # told where it always is, after the original's verdict (the same at any -j)
     primer = EarlyExecutor(inner, early.oracle)

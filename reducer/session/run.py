@@ -101,6 +101,7 @@ def reduce_file(
     given = Input(settings.text, settings.text.encode()) if settings.text is not None else load_input(settings.input)
     settings = triage.replayed(settings, given.text)  # a crash reproducer: its replay is the oracle
     check_oracle(settings)
+    supplies = wiring.open_archives(settings, given.text)  # before any worker: a missing archive is one line
     _say_unusable_tmpdir()
     check_limits()
     output = settings.output or default_output(settings.input)
@@ -117,7 +118,7 @@ def reduce_file(
     held = _Held()
     try:
         with run_scope(), interrupts_kept():
-            result = _reduce(settings, given, output, executor_factory, began, monitor or Monitor(), held)
+            result = _reduce(settings, given, output, executor_factory, began, monitor or Monitor(), held, supplies)
     finally:
         lock.release()
         came = held.release()
@@ -206,6 +207,7 @@ def _reduce(
     began: float,
     monitor: Monitor,
     held: _Held,
+    supplies: dict[str, object] | None = None,
 ) -> Result:
     # One executor for every check (the original's, workflows, engine, flags, re-checks,
     # --for-upstream); its workers are forked before any MLIR context exists here.
@@ -217,7 +219,9 @@ def _reduce(
     primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
         try:
-            result = Run(settings, given.text, output, inner, began, monitor, primers, given.data, given.blobs).go()
+            result = Run(
+                settings, given.text, output, inner, began, monitor, primers, given.data, given.blobs, supplies or {}
+            ).go()
         finally:
             held.hold()  # the run has ended: from here on, stopping it again would leave workers
             for primer in primers:
@@ -251,6 +255,7 @@ class Run:
     primers: list[EarlyExecutor]  # closed by the caller, before the executor
     data: bytes | None = None  # the input's bytes, if not raw encoded (bytecode): what a resumed run must find again
     blobs: Blobs | None = None  # the input's dense_resource blobs, kept out of raw
+    supplies: dict[str, object] = attrs.Factory(dict)  # what strategies want beyond the program (wiring.open_archives)
     guard: Guard = attrs.field(init=False)
     notes: list[str] = attrs.Factory(list)  # what the run did to the input or its start
     # start(): where the engine starts, and what ran alongside the original's checks.
@@ -374,7 +379,13 @@ class Run:
         self.loaded = wiring.registry()
         if reprinted is not None:
             self.primed = overlap.prime(
-                self.settings, reprinted, self.loaded, self.inner, self.monitor.engine_event, self.primers
+                self.settings,
+                reprinted,
+                self.loaded,
+                self.inner,
+                self.monitor.engine_event,
+                self.primers,
+                self.supplies,
             )
         load_deferred(self.loaded)
         from reducer.iree import flags, phases, report, upstream  # noqa: F401  (see the imports)
@@ -417,7 +428,9 @@ class Run:
         started early (kept only if nothing checks programs between it and them)."""
         self.executor = JournaledExecutor(self.inner, self.journal, after=self.guard.check)
         text = self.begin.text
-        self.ws = choose_workspace(text, self.judged, self.settings.verify, self.early, self._blob_sizes())
+        self.ws = choose_workspace(
+            text, self.judged, self.settings.verify, self.early, self._blob_sizes(), wiring.outside(self.settings)
+        )
         if self.early is not None:
             self.early.cancel()  # not needed after all (the start changed, or MLIR prints it as it is)
         self.engine = self._engine()
@@ -452,7 +465,9 @@ class Run:
     def _engine(self) -> Engine:
         """The primed engine if it started from this very program, else a new one."""
         settings, ws = self.settings, self.ws
-        strategies = select_strategies(ws.mode, settings.strategies, settings.skip_strategies, self.loaded)
+        strategies = select_strategies(
+            ws.mode, settings.strategies, settings.skip_strategies, self.loaded, self.supplies
+        )
         # Sizes everywhere (log, summary, report) measure the program as ireereduce prints
         # it, so the first improvement compares like with like, not with the input's spelling.
         original = self.begin.original_text
@@ -554,6 +569,7 @@ class Run:
             self.begin.findings.notes.append(
                 f"the check looked flaky at the start ({self.flaky_start}); the result passed {FINAL_CONFIRM} re-checks"
             )
+        self._tell_parameters(settled.text)
         confirmed = settled.confirmed
         final = rechecks.last if rechecks.last is not None else Verdict(confirmed, 0 if confirmed else 1)
         if self.resume.state is not None:
@@ -562,6 +578,16 @@ class Run:
         if settled.flaky is not None:
             raise Flaky(res)
         return res
+
+    def _tell_parameters(self, text: str) -> None:
+        """Whether the result still needs a parameter archive, and for which keys."""
+        if not self.settings.parameters and "#stream.parameter.named<" not in text:
+            return
+        from reducer.iree.parameters import note
+
+        told = note(text, bool(self.settings.parameters))
+        if told is not None:
+            self.begin.findings.notes.append(told)
 
     def result(self, final: Verdict | None = None, flaky: str | None = None) -> Result:
         state = self.resume.state

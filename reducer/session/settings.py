@@ -47,7 +47,7 @@ EXIT_CODES = {
     "another of them (OUTPUT.lock and the state directory included), or not writable; -o that is not a regular "
     "file; an OUTPUT.lock or a --state-dir holding files ireereduce did not write",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8), "
-    "or an empty stdin",
+    "or an empty stdin; a --parameters archive missing or unreadable, or without a key the input uses",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
     "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
@@ -157,6 +157,9 @@ class Settings:
     scheduler: str | None = None  # a running Dask scheduler's address; None: an embedded LocalCluster
     resources: dict[str, float] = attrs.field(factory=dict)  # Dask worker resources each check holds
     check_files: Sequence[str] = ()  # shipped to Dask workers with the check script
+    # External parameter archives, iree-run-module's `scope=FILE` (or FILE: the default
+    # scope): given to the built-in run oracles, and read by inline-parameters.
+    parameters: Sequence[str] = ()
     # Unattended runs: files the CLI writes (checked with the others before anything runs),
     # repeated checks, and the state a killed run continues from.
     stats_json: str | None = None

@@ -34,7 +34,7 @@ from reducer.session.settings import (
     Settings,
     UserError,
 )
-from reducer.session.wiring import make_oracle
+from reducer.session.wiring import make_oracle, outside
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def check_original(
     def while_checking() -> None:
         if ahead:
             judge = RepeatOracle(first, settings.repeat) if settings.repeat > 1 else first
-            early.append(Reprinted(text, settings.verify, judge, executor, blob_sizes))
+            early.append(Reprinted(text, settings.verify, judge, executor, blob_sizes, outside(settings)))
         meanwhile(early[0] if early else None)
 
     try:
@@ -348,19 +348,21 @@ def choose_workspace(
     verify: bool,
     early: Reprinted | None = None,
     blob_sizes: Mapping[str, int] | None = None,
+    outside: Callable[[str], int] | None = None,
 ) -> Workspace:
     """MLIR if the input parses and the check still likes it once re-printed; else text.
-    `blob_sizes`: the bytes of the blobs kept out of text, by key (`Workspace`)."""
+    `blob_sizes`: the bytes of the blobs kept out of text, by key; `outside`: what a
+    program needs from other files (`Workspace`)."""
     try:
         parsed = early.parsed(text, verify) if early is not None else None
         if isinstance(parsed, irutil.ParseError):
             raise parsed
-        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify=verify, blob_sizes=blob_sizes)
+        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify, blob_sizes, outside)
     except irutil.ParseError as exc:
         log.warning(
             "input does not parse as MLIR (%s); falling back to text reduction (lines, balanced blocks, tokens)", exc
         )
-        return TextWorkspace(text, blob_sizes)
+        return TextWorkspace(text, blob_sizes, outside)
     for options in (irutil.PrintOptions(), irutil.PrintOptions(debug_info=True), irutil.PrintOptions(generic=True)):
         canonical = ws.canonical(options)
         if canonical == text or judged(canonical.encode()):
@@ -369,7 +371,7 @@ def choose_workspace(
                 ws.reprint(options)
             return ws
     log.warning("the check rejects the input once MLIR re-prints it; falling back to text reduction")
-    return TextWorkspace(text, blob_sizes)
+    return TextWorkspace(text, blob_sizes, outside)
 
 
 def size_of(text: str) -> Size:

@@ -14,7 +14,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -53,13 +53,20 @@ def select_strategies(
     only: Sequence[str] | None,
     skip: Sequence[str],
     available: dict[str, type[Strategy]] | None = None,
+    supplies: Mapping[str, object] | None = None,
 ) -> list[Strategy]:
-    """Instances in run order (registry order), filtered by mode and the user's lists."""
+    """Instances in run order (registry order), filtered by mode and the user's lists;
+    each given what it `wants` of `supplies` (`open_archives`)."""
     available = registry() if available is None else available
     check_strategy_names(only, skip, available)
     only = None if only is None else [canonical_name(n) for n in only]
     skip = [canonical_name(n) for n in skip]
-    chosen = [cls() for name, cls in available.items() if mode in cls.modes and name not in skip]
+    given = supplies or {}
+    chosen = [
+        cls(**{k: given[k] for k in cls.wants if k in given})
+        for name, cls in available.items()
+        if mode in cls.modes and name not in skip
+    ]
     if only is not None:
         chosen = [s for s in chosen if s.name in only]
     return chosen
@@ -148,7 +155,47 @@ def _mismatch(settings: Settings, basename: str, timeout: float) -> Oracle:
         settings.atol,
         allow_slippage=settings.allow_slippage,
         given=_given(settings.inputs),
+        parameters=_parameters(settings.parameters),
     )
+
+
+def open_archives(settings: Settings, text: str) -> dict[str, object]:
+    """What the strategies are given beyond the program (`Strategy.wants`): the archives
+    --parameters names, each loaded, and each key the program uses from them found.
+    A missing or unreadable archive, or a missing key, is one line naming the file (exit 3)."""
+    if not settings.parameters:
+        return {}
+    from reducer.iree.parameters import ArchiveError, Archives, flag
+
+    try:
+        archives = Archives.open(settings.parameters)
+        missing = archives.missing(text)
+    except ArchiveError as exc:
+        raise UserError(EXIT_BAD_INPUT, str(exc)) from None
+    if missing:
+        scope, key = missing[0]
+        raise UserError(
+            EXIT_BAD_INPUT,
+            f"the parameter archive {archives.path(scope)} ({flag(scope, archives.path(scope))}) has no key "
+            f"{key!r}, which {settings.input} uses; give the archive that holds it",
+        )
+    return {"parameters": archives}
+
+
+def outside(settings: Settings) -> Callable[[str], int] | None:
+    """How the workspace counts what a program needs from files beside it (`Size.outside`):
+    its external parameters, when the run was given archives to put them inline from."""
+    if not settings.parameters:
+        return None
+    from reducer.iree.parameters import count
+
+    return count
+
+
+def _parameters(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    from reducer.iree.parameters import absolute
+
+    return absolute(specs)
 
 
 def _given(entries: Sequence[str]) -> tuple[bytes, ...]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
+from collections.abc import Mapping
 from typing import ClassVar
 
 import attrs
@@ -90,6 +92,8 @@ class MismatchOracle(Oracle):
     allow_slippage: bool = False  # any difference counts, not only the original's kind
     expected: signature.Signature | None = None  # the original's, once calibrated
     given: tuple[bytes, ...] = ()  # --inputs, as .npy bytes: they travel with the oracle
+    #: --parameters: (scope, absolute path) of each archive, given to every run of a module.
+    parameters: tuple[tuple[str, str], ...] = ()
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
         with candidate_dir(data, self.basename) as (tmp, path):
@@ -180,7 +184,7 @@ class MismatchOracle(Oracle):
         done.described = "; ".join(inputs.describe(t, inputs.cast(v, t), not made) for t, v in zip(types, values))
         files = [os.path.join(tmp, f"{side}-out{i}.npy") for i in range(n_out)]
         argv = self.runner.render(tmp=tmp) + [f"--module={vmfb}", f"--function={done.function}", *flags]
-        argv += [f"--output=@{f}" for f in files] + list(extra)
+        argv += [f"--output=@{f}" for f in files] + self._parameter_flags() + list(extra)
         r = run_in(argv, tmp, self.timeout, keep, cancel=cancel)
         done.seconds += r.seconds
         done.stderr = r.stderr
@@ -189,6 +193,21 @@ class MismatchOracle(Oracle):
             return done
         done.outputs = [np.load(f) for f in files]
         return done
+
+    def _parameter_flags(self) -> list[str]:
+        from reducer.iree.parameters import flag
+
+        return [flag(scope, path) for scope, path in self.parameters]
+
+    def run_shell(self) -> str:
+        """The run command as a report gives it, with the archives --parameters named."""
+        return " ".join([self.runner.shell(), *map(shlex.quote, self._parameter_flags())])
+
+    def data_files(self) -> tuple[str, ...]:
+        return tuple(path for _scope, path in self.parameters)
+
+    def with_data_files(self, moved: Mapping[str, str]) -> MismatchOracle:
+        return attrs.evolve(self, parameters=tuple((s, moved.get(p, p)) for s, p in self.parameters))
 
     def calibrate(self, original: Verdict) -> MismatchOracle:
         return attrs.evolve(self, expected=signature.of_verdict(original))
@@ -219,7 +238,7 @@ class MismatchOracle(Oracle):
     def reproducer(self, path: str) -> str:
         a = self.compile.shell(input=path, output="a.vmfb")
         b = self.against.shell(input=path, output="b.vmfb")
-        run = self.runner.shell()
+        run = self.run_shell()
         given = " ".join(f"--input=@input{k}.npy" for k in range(len(self.given)))  # the --inputs, in order
         return f"{a}\n{b}\n{run} --module=a.vmfb {given or '<inputs>'}  # and the same with b.vmfb; outputs differ beyond rtol={self.rtol:g}, atol={self.atol:g}"
 
