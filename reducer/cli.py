@@ -130,11 +130,9 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("--inputs", multiple=True, help="With --mismatch: .npy files (a.npy,b.npy) or --input values to run on.")
 @click.option(
     "--parameters",
-    "parameters",
     multiple=True,
     metavar="[SCOPE=]FILE",
-    help="A parameter archive (.irpa, .safetensors, .gguf) as iree-run-module takes it (repeatable): given to the "
-    "run oracles, and its values put inline so the result needs no archive.",
+    help="A parameter archive (.irpa, .gguf) as iree-run-module takes it (repeatable), put inline if it can be.",
 )
 @click.option("--localize/--no-localize", default=True, help="With --mismatch: reduce the first wrong dispatch alone.")
 @click.option("--localize-only", is_flag=True, help="With --mismatch: print the first wrong dispatch, cut it out.")
@@ -389,18 +387,7 @@ def main(**params: Any) -> None:
 
 #: Options that are Settings fields under the same name go to the run as they are.
 _FIELDS = {f.name for f in attrs.fields(Settings)} - {"input", "text", "oracle", "verify"}
-_PATHS = {
-    "check",
-    "output",
-    "report",
-    "report_json",
-    "stats_json",
-    "log_file",
-    "state_dir",
-    "no_state",
-    "test_args",
-    "parameters",
-}
+_PATHS = set("check output report report_json stats_json log_file state_dir no_state test_args parameters".split())
 
 
 def _only(params: dict[str, Any], names: set[str]) -> dict[str, Any]:
