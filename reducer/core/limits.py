@@ -5,6 +5,7 @@ program so far (its `should_stop` hook), without knowing what the limits are. An
 from __future__ import annotations
 
 import re
+import resource
 import time
 
 import attrs
@@ -49,3 +50,22 @@ def parse_size(text: str) -> int:
     if size >= MAX_MEMORY_LIMIT:  # no machine has it, and a typo (99999999T) should not mean "none"
         raise ValueError(f"{text!r} is more memory than a process can be given: give less, or 0 for no limit")
     return size
+
+
+#: The address space (`ulimit -v`) a run needs at the least: Python, the MLIR and IREE
+#: libraries it maps (the compiler's alone is hundreds of MiB) and OpenBLAS's thread
+#: buffers. Measured: a small run needs about 700 MiB on a 2-core VM; below it, the
+#: loads fail deep inside a library (an ImportError, or OpenBLAS exiting the process).
+MIN_ADDRESS_SPACE = 1 << 30
+
+
+def address_space_short() -> str | None:
+    """Why the address-space limit is too low for a run, or None: said before the run
+    starts, as one line, instead of a library failing to load halfway through it."""
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft == resource.RLIM_INFINITY or soft >= MIN_ADDRESS_SPACE:
+        return None
+    return (
+        f"the address-space limit (ulimit -v) is {soft >> 20} MiB; a run loads the MLIR and IREE libraries "
+        f"and needs at least {MIN_ADDRESS_SPACE >> 20} MiB: raise it (ulimit -v {MIN_ADDRESS_SPACE >> 10})"
+    )

@@ -82,8 +82,12 @@ RUN_FILES = 4
 
 
 def check_limits() -> None:
-    """UserError (exit 12) if the open-files limit leaves no room for one worker: said
-    first, before the command line opens its log or a worker's lock runs out of files."""
+    """UserError (exit 12) if the open-files limit leaves no room for one worker, or the
+    address space none for the libraries: said first, before the command line opens its
+    log or a worker's lock runs out of files."""
+    short = limits.address_space_short()
+    if short is not None:
+        raise UserError(EXIT_EXECUTOR, short)
     try:
         check_open_files(RUN_FILES)
     except OpenFilesLimit as exc:
