@@ -5,6 +5,11 @@ would be paid once per worker on top of the run's own start-up."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
+
 
 def main() -> None:
     import gc
@@ -16,6 +21,8 @@ def main() -> None:
     # in a background job whose shell ignores SIGINT, a Ctrl-C lost and a run to the end.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
+    if sys.stderr is not None:  # None: started with stderr closed (2>&-), which Python handles
+        setattr(sys, "stderr", _Lossy(sys.stderr))  # noqa: B010  # typed as the TextIO it stands for
     try:
         from reducer.cli import main as command
     except KeyboardInterrupt:
@@ -29,6 +36,34 @@ def main() -> None:
         # collector's passes over everything it built would only delay the exit: a
         # tenth to a fifth of a second on the parallel benchmark, at the end of every run.
         gc.freeze()
+
+
+class _Lossy:
+    """stderr that the run cannot fail on: once a write fails (closed, a full disk, its
+    reader gone), the rest is dropped. Else the summary's write raised after the run had
+    reduced and written its output, and the command exited 1, an internal error's code;
+    nothing can be said to a stderr that takes nothing, but the exit code still can."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream, self.lost = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                return int(self._stream.write(text))
+            except (OSError, ValueError):
+                self.lost = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self.lost = True
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

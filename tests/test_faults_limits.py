@@ -60,3 +60,20 @@ def test_the_floor_is_what_the_check_compares_against(monkeypatch):
     assert limits.address_space_short() is None
     monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, hard))
     assert limits.address_space_short() is None
+
+
+def test_a_stderr_that_takes_nothing_leaves_the_exit_code_the_runs(case: Path):
+    """The third hostile run: with stderr on a full disk, a run that reduced and wrote its
+    output exited 1 (internal error), as the summary's write raised after the run."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "reducer", "input.mlir", "--check", "./check.sh", "-o", "out.mlir"],
+            cwd=case,
+            stdout=subprocess.DEVNULL,
+            stderr=full,
+            timeout=120,
+            env=env(case),
+        )
+    assert done.returncode == session.EXIT_OK
+    assert "math.exp" in (case / "out.mlir").read_text()
+    assert_clean(case)
