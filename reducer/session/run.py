@@ -151,6 +151,9 @@ def _check_settings(settings: Settings) -> None:
         raise UserError(EXIT_USAGE, "--no-state and --state-dir contradict each other; give one of them")
     if settings.text is not None and not settings.output:
         raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
+    for spec in settings.parameters:  # `--parameters model=` names no file: a slip on the command line
+        if not wiring.split_parameters(spec)[1]:
+            raise UserError(EXIT_USAGE, f"--parameters {spec!r} names no archive: give [SCOPE=]FILE")
 
 
 def _say_unusable_tmpdir() -> None:
