@@ -9,10 +9,13 @@ that need it compile and run with the real iree-compile and iree-run-module."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from importlib.resources import files
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 from conftest import make_script, needs_iree
@@ -24,6 +27,7 @@ from reducer.core.workspace import Candidate, MLIRWorkspace, Size
 from reducer.iree import parameters
 from strategies.inline_parameters import InlineParameters
 
+STATS = json.loads(files("reducer.schemas").joinpath("stats-schema.json").read_text())
 W = np.array([60000, 1, 2, 3], np.float16)
 B = np.array([0.5, 0.5, 0.5, 0.5], np.float16)
 
@@ -174,3 +178,76 @@ def test_a_size_reads_well_with_what_it_needs_from_other_files():
     assert str(Size(1, 92, outside=1)) == "1 ops, 92 bytes, 1 from other files"
     assert str(Size(None, 92, outside=2)) == "92 bytes, 2 from other files"
     assert str(Size(1, 92)) == "1 ops, 92 bytes"
+
+
+# -- 2: an earlier output compared in the workspace's order ----------------------------
+
+#: One weight of 64 distinct halves: put inline, it is far longer than its reference.
+LONG = """\
+util.global private @w = #stream.parameter.named<"model"::"w"> : tensor<64xf16>
+func.func @main() -> tensor<64xf16> {
+  %w = util.global.load @w : tensor<64xf16>
+  return %w : tensor<64xf16>
+}
+"""
+
+
+def _reduce(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "m.mlir").write_text(text)
+    make_script(tmp_path / "check.sh", "grep -q '@w' \"$1\"")
+    return cli(tmp_path, "m.mlir", "--check", "./check.sh", "--parameters", "model=m.irpa", "--no-state", *extra)
+
+
+def test_an_earlier_output_that_still_needs_the_archive_is_replaced_by_the_inline_one(tmp_path: Path):
+    """It is smaller in bytes than the input, so the run starts from it; its inline form is
+    longer, yet smaller: it must be written, not held back by the earlier output's bytes."""
+    archive(tmp_path / "m.irpa", {"w": W, "b": B})
+    earlier = 'util.global private @w = #stream.parameter.named<"model"::"w"> : tensor<4xf16>\n'
+    (tmp_path / "out.mlir").write_text(earlier)
+    proc = _reduce(tmp_path, MODEL, "--strategies", "inline-parameters", "-o", "out.mlir")
+    assert proc.returncode == 0, proc.stderr
+    out = (tmp_path / "out.mlir").read_text()
+    assert "#stream.parameter" not in out and "6.000000e+04" in out, out
+
+
+def test_an_earlier_output_that_needs_no_archive_is_kept_though_longer(tmp_path: Path):
+    """Longer than the input in bytes, but it needs no archive: smaller. The run starts
+    from it, and nothing larger is written over it."""
+    archive(tmp_path / "m.irpa", {"w": np.arange(64, dtype=np.float16)})
+    values = ", ".join(f"{float(v):e}" for v in np.arange(64, dtype=np.float16))
+    earlier = f"util.global private @w = dense<[{values}]> : tensor<64xf16>\n"
+    assert len(earlier) > len(LONG)
+    (tmp_path / "out.mlir").write_text(earlier)
+    proc = _reduce(tmp_path, LONG, "--strategies", "inline-parameters", "-o", "out.mlir")
+    assert proc.returncode == 0, proc.stderr
+    out = (tmp_path / "out.mlir").read_text()
+    assert "func.func" not in out and "#stream.parameter" not in out, out  # the earlier result, not the input's
+
+
+# -- 3: the stats keep what the result needs from other files --------------------------
+
+
+def test_the_stats_say_what_the_result_still_needs_from_an_archive(tmp_path: Path):
+    archive(tmp_path / "m.irpa", {"w": W, "b": B})
+    (tmp_path / "m.mlir").write_text(MODEL)
+    make_script(tmp_path / "check.sh", '[ "$(grep -c \'parameter.named\' "$1")" -ge 2 ]')
+    proc = cli(
+        tmp_path,
+        "m.mlir",
+        "--check",
+        "./check.sh",
+        "--parameters",
+        "model=m.irpa",
+        "--strategies",
+        "drop-ops",
+        "--no-state",
+        "--stats-json",
+        "s.json",
+        "-o",
+        "out.mlir",
+    )
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert stats["original"]["outside"] == 2 and stats["final"]["outside"] == 2, stats["final"]
+    assert [p["outside"] for p in stats["trajectory"]][-1] == 2
+    jsonschema.validate(stats, STATS)

@@ -52,6 +52,7 @@ from reducer.session.settings import (
 from reducer.session.start import (
     Resume,
     Start,
+    as_file,
     check_original,
     choose_workspace,
     open_journal,
@@ -271,7 +272,7 @@ class Run:
     # prepare(): the journal, and what the output holds.
     journal: VerdictJournal | None = None
     history: list[str] = attrs.Factory(list)  # the start, then every committed program
-    floor: int | None = None  # bytes the output's earlier result has: nothing larger replaces it
+    floor: Size | None = None  # the output's earlier result (`as_file`): nothing larger replaces it
     replaying: bytes | None = None  # a resumed run's last commit: the output already holds it
     judge: Oracle = attrs.field(init=False)  # the calibrated oracle, --repeat included
     # reduce()
@@ -355,7 +356,7 @@ class Run:
         text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
         if not settings.fresh and os.path.exists(self.output):
-            previous = previous_best(self.output, text, oracle, self.guard, self.inner)
+            previous = previous_best(self.output, text, oracle, self.guard, self.inner, wiring.outside(settings))
             if previous is not None:
                 findings.notes.append(
                     f"started from the smaller interesting program already in {self.output} "
@@ -419,10 +420,11 @@ class Run:
         if current is not None and (resumed or self.guard.holds(current, text.encode())):
             self.guard.good = current
         self.history = [text]
-        # Started from an earlier run's output: the output takes no program with more
-        # bytes than that one (the engine's order also counts type bits, and it re-prints).
+        # Started from an earlier run's output: the output takes no program larger than
+        # that one as a file (`as_file`: what it needs from other files, then its bytes;
+        # the engine's order also counts type bits, and it re-prints).
         if not resumed and current is not None and self.guard.good == current:
-            self.floor = len(text.encode())
+            self.floor = as_file(text, wiring.outside(self.settings))
 
     # -- reduce ----------------------------------------------------------------------
 
@@ -520,7 +522,7 @@ class Run:
                 self.replaying = None
             return
         if self.floor is not None:
-            if len(candidate.data) > self.floor:
+            if self.floor.smaller_than(Size(None, len(candidate.data), outside=candidate.size.outside)):
                 return
             self.floor = None
         self.guard.write_output(candidate.data)
