@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from reducer.core import ir as irutil
 from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
@@ -561,7 +562,7 @@ class Run:
             self.guard.write_output(text.encode())
         stats = self.engine.stats
         rechecks = Rechecks(self.judge, self.journal, self.guard, self.inner)
-        stats.final = Size(stats.final.ops, self.ws.weigh(text))
+        stats.final = self._measured(text, stats.final.ops)
         stats.oracle_calls += self.begin.findings.workflow_checks
         try:
             settled = settle(rechecks, text, self.history, early_rechecks, self.output, self.flaky_start)
@@ -569,7 +570,7 @@ class Run:
             raise Interrupted(self.result()) from None
         if not settled.confirmed:
             self.guard.write_output(settled.text.encode())
-            stats.final = Size(None, self.ws.weigh(settled.text))
+            stats.final = self._measured(settled.text, None)
         elif self.flaky_start:
             self.begin.findings.notes.append(
                 f"the check looked flaky at the start ({self.flaky_start}); the result passed {FINAL_CONFIRM} re-checks"
@@ -583,6 +584,13 @@ class Run:
         if settled.flaky is not None:
             raise Flaky(res)
         return res
+
+    def _measured(self, text: str, ops: int | None) -> Size:
+        """The result's size as the workspace measures a program: its bytes (with the blobs
+        it uses), its tensor volume, and what it needs from other files (`Size.outside`:
+        --stats-json said 0 for a result that still needed a parameter archive)."""
+        volume = irutil.tensor_volume(text) if self.ws.mode == "mlir" else 0
+        return Size(ops, self.ws.weigh(text), volume, self.ws.count_outside(text))
 
     def _tell_parameters(self, text: str) -> None:
         """Whether the result still needs a parameter archive, and for which keys."""
