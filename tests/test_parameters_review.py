@@ -10,6 +10,7 @@ that need it compile and run with the real iree-compile and iree-run-module."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from importlib.resources import files
@@ -251,3 +252,27 @@ def test_the_stats_say_what_the_result_still_needs_from_an_archive(tmp_path: Pat
     assert stats["original"]["outside"] == 2 and stats["final"]["outside"] == 2, stats["final"]
     assert [p["outside"] for p in stats["trajectory"]][-1] == 2
     jsonschema.validate(stats, STATS)
+
+
+# -- 6: the state fingerprint stamps each archive --------------------------------------
+
+
+def _fingerprint(tmp_path: Path, *specs: str) -> dict[str, object]:
+    from reducer.session import Settings
+    from reducer.session.start import open_state
+
+    settings = Settings(input="m.mlir", check="check.sh", parameters=list(specs), no_state=True)
+    return open_state(settings, MODEL.encode(), str(tmp_path / "out.mlir")).fingerprint
+
+
+def test_a_changed_archive_is_not_the_recorded_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from reducer.core.state import differences
+
+    monkeypatch.chdir(tmp_path)
+    path = archive(tmp_path / "m.irpa", {"w": W, "b": B})
+    before = _fingerprint(tmp_path, "model=m.irpa")
+    assert _fingerprint(tmp_path, f"model={path}") == before  # the same file, spelled otherwise
+    archive(path, {"w": W[::-1].copy(), "b": B})  # new values, same size
+    os.utime(path, ns=(1, 1))
+    after = _fingerprint(tmp_path, "model=m.irpa")
+    assert after != before and str(path) in differences(before, after)
