@@ -276,3 +276,59 @@ def test_a_changed_archive_is_not_the_recorded_run(tmp_path: Path, monkeypatch: 
     os.utime(path, ns=(1, 1))
     after = _fingerprint(tmp_path, "model=m.irpa")
     assert after != before and str(path) in differences(before, after)
+
+
+# -- 7: Dask ships each archive once, and one gone is one line -------------------------
+
+
+def _mismatch_settings(tmp_path: Path, **kw: object):  # type: ignore[no-untyped-def]
+    from reducer.session import Settings
+
+    (tmp_path / "m.mlir").write_text(MODEL)
+    return Settings(
+        input=str(tmp_path / "m.mlir"),
+        output=str(tmp_path / "out.mlir"),
+        compile=COMPILE,
+        against=COMPILE + " --iree-input-demote-f32-to-f16",
+        mismatch=True,
+        parameters=[f"model={tmp_path / 'm.irpa'}"],
+        no_state=True,
+        **kw,
+    )
+
+
+def test_dask_reads_an_archive_once_for_every_oracle_of_the_run(tmp_path: Path):
+    pytest.importorskip("distributed")
+    from reducer.core.dask_executor import DaskExecutor, ShippedFiles
+    from reducer.session import wiring
+
+    path = archive(tmp_path / "m.irpa", {"w": W, "b": B})
+    oracle = wiring.make_oracle(_mismatch_settings(tmp_path), "m.mlir", 10.0)
+    ex = DaskExecutor(None, 1)
+    try:
+        first = ex._shipped_form(oracle)
+        path.unlink()  # read once: the calibrated oracle ships the same bytes
+        second = ex._shipped_form(oracle.with_timeout(20.0))
+    finally:
+        ex.close()
+    assert isinstance(first, ShippedFiles) and isinstance(second, ShippedFiles)
+    assert second.files[0][1] is first.files[0][1]
+
+
+def test_an_archive_gone_before_dask_ships_it_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("distributed")
+    from reducer.session import UserError, reduce_file, wiring
+
+    path = archive(tmp_path / "m.irpa", {"w": W, "b": B})
+    opened = wiring.open_archives
+
+    def then_deleted(settings, text):  # type: ignore[no-untyped-def]
+        found = opened(settings, text)
+        path.unlink()  # after the run found it, before the first check ships it
+        return found
+
+    monkeypatch.setattr(wiring, "open_archives", then_deleted)
+    with pytest.raises(UserError) as caught:
+        reduce_file(_mismatch_settings(tmp_path, executor="dask", jobs=1))
+    assert caught.value.code == 3 and str(path) in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "out.mlir").exists()

@@ -23,7 +23,7 @@ from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
-from reducer.core.executor import Executor, OpenFilesLimit, check_open_files
+from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict, run_scope
 from reducer.core.processes import interrupts_kept
 from reducer.core.resources import Blobs
@@ -36,6 +36,7 @@ from reducer.session.files import BOM, Input, check_paths, default_output, load_
 from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
 from reducer.session.guard import Guard
 from reducer.session.settings import (
+    EXIT_BAD_INPUT,
     EXIT_BUSY,
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_CHANGED_FILES,
@@ -286,14 +287,29 @@ class Run:
         self.guard = Guard(self.settings, self.output, self.blobs.attach if self.blobs is not None else None)
 
     def go(self) -> Result:
-        self.start()
-        self.prepare()
         try:
-            return self._reduce_and_finish()
-        except KeyboardInterrupt:
-            if getattr(self, "engine", None) is None:
-                raise  # nothing reduced yet: the caller says what the output holds
-            raise Interrupted(self.result()) from None  # after the engine: the output holds its result
+            self.start()
+            self.prepare()
+            try:
+                return self._reduce_and_finish()
+            except KeyboardInterrupt:
+                if getattr(self, "engine", None) is None:
+                    raise  # nothing reduced yet: the caller says what the output holds
+                raise Interrupted(self.result()) from None  # after the engine: the output holds its result
+        except DataFileUnreadable as exc:
+            raise self._unreadable(exc) from None
+
+    def _unreadable(self, exc: DataFileUnreadable) -> UserError:
+        """A file the oracle reads, gone before an executor that ships it read it (Dask):
+        a --parameters archive is the input's (exit 3, as when it is missing at the start)."""
+        archives = {os.path.abspath(wiring.split_parameters(spec)[1]) for spec in self.settings.parameters}
+        known = os.path.abspath(exc.path) in archives
+        what = f"the parameter archive {exc.path} (--parameters)" if known else f"the file {exc.path} the checks read"
+        return UserError(
+            EXIT_BAD_INPUT,
+            f"{what} cannot be read to ship it to the workers: {exc.reason} "
+            f"(deleted or moved during the run?); {self.guard.best()}",
+        )
 
     def _reduce_and_finish(self) -> Result:
         try:
