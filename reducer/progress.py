@@ -57,6 +57,7 @@ class Point:
             "judged": self.judged,
             "ops": self.size.ops,
             "bytes": self.size.bytes,
+            "outside": getattr(self.size, "outside", 0),  # what it needs from other files (Size.outside)
         }
 
 

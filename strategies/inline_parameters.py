@@ -24,13 +24,16 @@ from strategies._ir.paths import get_attr
 if TYPE_CHECKING:
     import numpy as np
 
-#: `#stream.parameter.named<"scope"::"key">`, or `<"key">` in the default scope "".
-_NAMED = re.compile(r'^#stream\.parameter\.named<"((?:[^"\\]|\\.)*)"(?:::"((?:[^"\\]|\\.)*)")?>')
+#: `#stream.parameter.named<"scope"::"key">`, or `<"key">` in the default scope "";
+#: either may go on with a config dict, `<"scope"::"key", {...}>`.
+_NAMED = re.compile(r'^#stream\.parameter\.named<"((?:[^"\\]|\\.)*)"(?:::"((?:[^"\\]|\\.)*)")?(?=\s*[,>])')
 
 
 class Archive(Protocol):
-    """What the run hands the strategy: an entry's bytes as uint8 (one dimension; or
-    two, (count, pattern), for a splat), or None for a key it does not have."""
+    """What the run hands the strategy: an entry's byte length, and its bytes as uint8
+    (one dimension; or two, (count, pattern), for a splat); None for a key it does not have."""
+
+    def length(self, scope: str, key: str) -> int | None: ...
 
     def lookup(self, scope: str, key: str) -> np.ndarray | None: ...
 
@@ -50,7 +53,7 @@ class InlineParameters(Strategy[MLIRProgram]):
         for i, op in enumerate(program.root.regions[0].blocks[0].operations):  # globals are top-level
             op = op.operation
             found = _named(op) if op.name == "util.global" else None
-            if found is not None and self._value(op, *found) is not None:
+            if found is not None and self._fits(op, *found):
                 edits.append(Edit("inline", (0, 0, i), found))
         return edits
 
@@ -65,19 +68,28 @@ class InlineParameters(Strategy[MLIRProgram]):
             op.attributes["initial_value"] = value
         return root
 
+    def _fits(self, op: ir.Operation, scope: str, key: str) -> bool:
+        """Whether the archive has the key with exactly the bytes of the global's type:
+        read from the archive's index alone. Building the value here would copy every
+        weight into the MLIR context just to offer it, and keep it there."""
+        assert self.parameters is not None
+        t = _static_tensor(op)
+        width = _width(t.element_type) if t is not None else None
+        if t is None or width is None:
+            return False
+        return self.parameters.length(scope, key) == math.prod(t.shape) * width // 8
+
     def _value(self, op: ir.Operation, scope: str, key: str) -> ir.Attribute | None:
         """The global's value from the archive, or None: no such key, or not its size."""
         import numpy as np  # only a run given archives needs it, after they are read
 
         assert self.parameters is not None
+        if not self._fits(op, scope, key):
+            return None
         t = _static_tensor(op)
-        if t is None:
-            return None
-        width = _width(t.element_type)
-        if width is None:
-            return None
+        width = _width(t.element_type) if t is not None else None
         raw = self.parameters.lookup(scope, key)
-        if raw is None or raw.size != math.prod(t.shape) * width // 8:
+        if t is None or width is None or raw is None or raw.size != math.prod(t.shape) * width // 8:
             return None
         unsigned = np.dtype(f"<u{width // 8}")
         if raw.ndim == 2 and raw.strides[0] == 0 and raw.shape[1] == width // 8:

@@ -33,13 +33,19 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import attrs
 
 from reducer.core import processes
-from reducer.core.executor import MAX_WORKER_DEATHS, Executor, ExecutorStats, worker_died
+from reducer.core.executor import (
+    MAX_WORKER_DEATHS,
+    Executor,
+    ExecutorStats,
+    read_data_file,
+    worker_died,
+)
 from reducer.core.oracle import (
     CANCEL_POLL,
     RUN_DIR_ENV,
@@ -229,24 +235,29 @@ class ShippedFiles(_Installed, Oracle):
         return self.inner.reproducer(path)
 
 
-def ship(oracle: Oracle, check_files: Sequence[str] = (), owner: str = "") -> Oracle:
+def ship(
+    oracle: Oracle, check_files: Sequence[str] = (), owner: str = "", read: Callable[[str], bytes] = read_data_file
+) -> Oracle:
     """What can run on another machine: a check script becomes its bytes, with its
     arguments; a built-in oracle carries its commands, and the files it reads
-    (`Oracle.data_files`) as bytes. `--repeat` wraps the script, so the wrapper ships what it
-    wraps: else a worker on another machine would look for the script, and its files,
-    at this machine's paths."""
+    (`Oracle.data_files`) as bytes, as `read` gives them (the executor's cache: each
+    calibrated or flag-reduced oracle would read a gigabyte archive again).
+    `--repeat` wraps the script, so the wrapper ships what it wraps: else a worker on
+    another machine would look for the script, and its files, at this machine's paths."""
     if isinstance(oracle, RepeatOracle):
-        return attrs.evolve(oracle, inner=ship(oracle.inner, check_files, owner))
+        return attrs.evolve(oracle, inner=ship(oracle.inner, check_files, owner, read))
     if not isinstance(oracle, ScriptOracle):
         paths = oracle.data_files()
         if not paths:
             return oracle
-        return ShippedFiles(oracle, _named(paths, unique=True), paths, owner)
+        return ShippedFiles(oracle, _named(paths, unique=True, read=read), paths, owner)
     files = _named([oracle.script, *check_files])  # by their names: the script finds them so
     return ShippedScript(files, oracle.basename, oracle.timeout, owner, oracle.args)
 
 
-def _named(paths: Sequence[str], unique: bool = False) -> tuple[tuple[str, bytes], ...]:
+def _named(
+    paths: Sequence[str], unique: bool = False, read: Callable[[str], bytes] | None = None
+) -> tuple[tuple[str, bytes], ...]:
     """Each file's content under its own name; `unique`: a name met again gets its
     position in front (two archives may share a name in different directories)."""
     files, seen = [], set()
@@ -255,6 +266,9 @@ def _named(paths: Sequence[str], unique: bool = False) -> tuple[tuple[str, bytes
         if unique and name in seen:
             name = f"{k}-{name}"
         seen.add(name)
+        if read is not None:
+            files.append((name, read(path)))
+            continue
         with open(path, "rb") as f:
             files.append((name, f.read()))
     return tuple(files)
@@ -335,6 +349,7 @@ class DaskExecutor(Executor):
         self._lock = threading.Lock()
         self._tasks: dict[concurrent.futures.Future[Verdict], Any] = {}
         self._shipped: dict[int, tuple[Oracle, Oracle]] = {}
+        self._data: dict[str, bytes] = {}  # the data files shipped, by path: each read once
         self._installed: set[str] = set()
         self._owner = uuid.uuid4().hex[:12]
         self._scratch: str | None = None
@@ -419,13 +434,20 @@ class DaskExecutor(Executor):
         Inline, a killed worker's task is Dask's to retry like any other."""
         entry = self._shipped.get(id(oracle))
         if entry is None:
-            shipped = ship(oracle, self.check_files, self._owner)
+            shipped = ship(oracle, self.check_files, self._owner, self._read_data)
             script = shipped.inner if isinstance(shipped, RepeatOracle) else shipped
             if isinstance(script, _Installed):
                 self._installed.add(script.dirname)
             entry = (oracle, shipped)
             self._shipped[id(oracle)] = entry  # keeps the oracle alive, so its id stays its own
         return entry[1]
+
+    def _read_data(self, path: str) -> bytes:
+        """A data file's bytes, read the first time an oracle ships it: the oracles a run
+        derives (calibrated, flag-reduced) carry the same bytes, not copies of their own."""
+        if path not in self._data:
+            self._data[path] = read_data_file(path)
+        return self._data[path]
 
     def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
         result: concurrent.futures.Future[Verdict] = concurrent.futures.Future()

@@ -16,7 +16,9 @@ The contract (an `Executor`):
   verdict "worker died" (not interesting);
 * `close(abort)` waits for running checks, or with abort kills them; either way no
   worker process and no temp dir of a check is left;
-* `stats` (busy worker-seconds, lost workers) for the utilisation figure.
+* `stats` (busy worker-seconds, lost workers) for the utilisation figure;
+* `submit` raises `DataFileUnreadable` when an executor that ships an oracle's files
+  (`Oracle.data_files`) to its workers cannot read one.
 """
 
 from __future__ import annotations
@@ -52,6 +54,25 @@ from reducer.core.processes import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class DataFileUnreadable(Exception):
+    """A file a built-in oracle reads (`Oracle.data_files`) could not be read to ship it:
+    the session says which, as one line (it was there when the run started)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+def read_data_file(path: str) -> bytes:
+    """A data file's bytes, or DataFileUnreadable (deleted or moved since the run started)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise DataFileUnreadable(path, exc.strerror or str(exc)) from None
+
 
 #: A check may kill its worker this many times before it counts as not interesting.
 MAX_WORKER_DEATHS = 2

@@ -32,6 +32,7 @@ import logging
 import os
 import re
 import stat
+from collections.abc import Sequence
 from typing import Any
 
 from reducer.core import codec
@@ -56,6 +57,7 @@ _NOT_FINGERPRINTED = {
     "scheduler",
     "resources",
     "check_files",
+    "parameters",  # fingerprinted as the files they name (`stamp`), not as typed
     "max_time",
     "max_checks",
 }  # limits say where a run stops, not what it finds
@@ -156,18 +158,35 @@ def digest(path: str | None) -> str | None:
         return None
 
 
-def fingerprint(settings: Any, input_bytes: bytes) -> dict[str, Any]:
+def stamp(path: str) -> list[Any]:
+    """A data file as the fingerprint holds it: where it really is, its size and its
+    modification time in nanoseconds (a parameter archive may be gigabytes: not hashed
+    like the check script). Nothing but the path for a file that is not there."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return [real]
+    return [real, st.st_size, st.st_mtime_ns]
+
+
+def fingerprint(settings: Any, input_bytes: bytes, data_files: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """What must be equal for a recorded run to be continued: the settings that decide
-    the result, the input's bytes and the check script's bytes."""
+    the result, the input's bytes, the check script's bytes, and the data files the run
+    reads (`data_files`: (what names it, path) pairs, such as --parameters' archives),
+    each by its `stamp`: a verdict of the old archive's values is not this one's."""
     import attrs
 
     fields = {k: v for k, v in attrs.asdict(settings).items() if k not in _NOT_FINGERPRINTED}
     fields = json.loads(json.dumps(fields, default=list))
-    return {
+    found = {
         "settings": fields,
         "input": hashlib.sha256(input_bytes).hexdigest(),
         "check": digest(settings.check),
     }
+    if data_files:  # absent without any: a state recorded before data files were stamped still matches
+        found["files"] = [[name, *stamp(path)] for name, path in data_files]
+    return found
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -176,6 +195,10 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> str:
         return "the input changed"
     if old.get("check") != new.get("check"):
         return "the check script changed"
+    if old.get("files") != new.get("files"):
+        a, b = old.get("files") or [], new.get("files") or []
+        changed = [f for f in b if f not in a] or [f for f in a if f not in b]
+        return f"the data file {changed[0][1]} changed" if changed else "the data files changed"
     a, b = old.get("settings", {}), new.get("settings", {})
     names = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     return "other settings (" + ", ".join("--" + n.replace("_", "-") for n in names) + ")"

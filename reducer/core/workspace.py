@@ -49,7 +49,7 @@ class Size:
 
     def __str__(self) -> str:
         ops = "" if self.ops is None else f"{self.ops} ops, "
-        outside = f" (and {self.outside} from other files)" if self.outside else ""
+        outside = f", {self.outside} from other files" if self.outside else ""  # inside a progress line's parentheses
         return f"{ops}{self.bytes} bytes{outside}"
 
 

@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 #: A parameter reference: `#stream.parameter.named<"scope"::"key">`, or `<"key">` in the
-#: default scope.
-REFERENCE = re.compile(r'#stream\.parameter\.named<"((?:[^"\\]|\\.)*)"(?:::"((?:[^"\\]|\\.)*)")?>')
+#: default scope; either may go on with a config dict, `<"scope"::"key", {...}>`.
+REFERENCE = re.compile(r'#stream\.parameter\.named<"((?:[^"\\]|\\.)*)"(?:::"((?:[^"\\]|\\.)*)")?(?=\s*[,>])')
 
 
 class ArchiveError(ValueError):
@@ -37,8 +37,10 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 
 def flag(scope: str, path: str) -> str:
-    """iree-run-module's flag for one archive."""
-    return f"--parameters={scope}={path}" if scope else f"--parameters={path}"
+    """iree-run-module's flag for one archive. A default-scope path holding '=' is given
+    an empty scope first (`--parameters==/a=b/w.irpa`): bare, iree-run-module would split
+    it at its first '=' into a scope and a file that does not exist."""
+    return f"--parameters={scope}={path}" if scope or "=" in path else f"--parameters={path}"
 
 
 def references(text: str) -> list[tuple[str, str]]:
@@ -61,24 +63,31 @@ def _unescape(s: str) -> str:
 
 @attrs.define
 class Archives:
-    """The archives of a run, by scope: each loaded once (mapped), read by key."""
+    """The archives of a run, by scope: each loaded once (mapped), read by key. A scope
+    may have several files (`--parameters model=w.irpa --parameters model=b.irpa`):
+    iree-run-module adds each to that scope's index, and a key is looked up in them in
+    the order given (the first that has it: as iree-run-module resolves it)."""
 
-    files: dict[str, str]  # scope: path, as the user gave it
-    _indexes: dict[str, object] = attrs.field(factory=dict, repr=False)
-    _entries: dict[str, dict[str, object]] = attrs.field(factory=dict, repr=False)
+    files: dict[str, list[str]]  # scope: its paths, as the user gave them, in order
+    _indexes: dict[str, object] = attrs.field(factory=dict, repr=False)  # by path
+    _entries: dict[str, dict[str, object]] = attrs.field(factory=dict, repr=False)  # by path
 
     @classmethod
     def open(cls, specs: Sequence[str]) -> Archives:
         """Every archive loaded; ArchiveError names the first that is missing or unreadable."""
-        archives = cls({scope: path for scope, path in map(split_spec, specs)})
-        for scope in archives.files:
-            archives._load(scope)
+        files: dict[str, list[str]] = {}
+        for scope, path in map(split_spec, specs):
+            if path not in files.setdefault(scope, []):
+                files[scope].append(path)
+        archives = cls(files)
+        for paths in files.values():
+            for path in paths:
+                archives._load(path)
         return archives
 
-    def _load(self, scope: str) -> dict[str, object]:
-        if scope in self._entries:
-            return self._entries[scope]
-        path = self.files[scope]
+    def _load(self, path: str) -> dict[str, object]:
+        if path in self._entries:
+            return self._entries[path]
         if not os.path.isfile(path):
             what = "does not exist" if not os.path.exists(path) else "is not a file"
             raise ArchiveError(f"the parameter archive {path} (--parameters) {what}")
@@ -89,17 +98,23 @@ class Archives:
         except Exception as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ArchiveError(f"the parameter archive {path} (--parameters) cannot be read: {reason}") from None
-        self._indexes[scope] = index  # keeps the mapping alive
-        self._entries[scope] = dict(index.items())
-        return self._entries[scope]
+        self._indexes[path] = index  # keeps the mapping alive
+        self._entries[path] = dict(index.items())
+        return self._entries[path]
+
+    def _entry(self, scope: str, key: str) -> object | None:
+        """scope's entry key, from the first of its archives that has it."""
+        for path in self.files.get(scope, ()):
+            entry = self._load(path).get(key)
+            if entry is not None:
+                return entry
+        return None
 
     def lookup(self, scope: str, key: str) -> np.ndarray | None:
         """The bytes of scope's entry key as uint8, without a copy: one dimension for an
         entry stored in the file, two (count, pattern) for a splat; None when no archive
-        of that scope was given or it has no such key."""
-        if scope not in self.files:
-            return None
-        entry = self._load(scope).get(key)
+        of that scope was given or none has such a key."""
+        entry = self._entry(scope, key)
         if entry is None:
             return None
         import numpy as np
@@ -112,12 +127,19 @@ class Archives:
             return np.broadcast_to(pattern, (count, len(pattern)))
         return np.asarray(rt.parameter_index_entry_as_numpy_flat_ndarray(entry), np.uint8)
 
-    def missing(self, text: str) -> list[tuple[str, str]]:
-        """The references text makes in a given scope whose key that archive lacks."""
-        return [(s, k) for s, k in references(text) if s in self.files and k not in self._load(s)]
+    def length(self, scope: str, key: str) -> int | None:
+        """The byte length of scope's entry key (None: no such entry), read from the index
+        alone: what a strategy checks before it asks for the bytes."""
+        entry = self._entry(scope, key)
+        return None if entry is None else int(entry.length)  # type: ignore[attr-defined]
 
-    def path(self, scope: str) -> str:
-        return self.files[scope]
+    def missing(self, text: str) -> list[tuple[str, str]]:
+        """The references text makes in a given scope whose key none of its archives has."""
+        return [(s, k) for s, k in references(text) if s in self.files and self._entry(s, k) is None]
+
+    def paths(self, scope: str) -> list[str]:
+        """scope's archives, in the order given."""
+        return list(self.files.get(scope, ()))
 
 
 def _runtime() -> Any:

@@ -17,12 +17,13 @@ from typing import Any
 
 import attrs
 
+from reducer.core import ir as irutil
 from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
-from reducer.core.executor import Executor, OpenFilesLimit, check_open_files
+from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict, run_scope
 from reducer.core.processes import interrupts_kept
 from reducer.core.resources import Blobs
@@ -35,6 +36,7 @@ from reducer.session.files import BOM, Input, check_paths, default_output, load_
 from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
 from reducer.session.guard import Guard
 from reducer.session.settings import (
+    EXIT_BAD_INPUT,
     EXIT_BUSY,
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_CHANGED_FILES,
@@ -52,6 +54,7 @@ from reducer.session.settings import (
 from reducer.session.start import (
     Resume,
     Start,
+    as_file,
     check_original,
     choose_workspace,
     open_journal,
@@ -155,6 +158,9 @@ def _check_settings(settings: Settings) -> None:
         raise UserError(EXIT_USAGE, "--no-state and --state-dir contradict each other; give one of them")
     if settings.text is not None and not settings.output:
         raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
+    for spec in settings.parameters:  # `--parameters model=` names no file: a slip on the command line
+        if not wiring.split_parameters(spec)[1]:
+            raise UserError(EXIT_USAGE, f"--parameters {spec!r} names no archive: give [SCOPE=]FILE")
 
 
 def _say_unusable_tmpdir() -> None:
@@ -272,7 +278,7 @@ class Run:
     # prepare(): the journal, and what the output holds.
     journal: VerdictJournal | None = None
     history: list[str] = attrs.Factory(list)  # the start, then every committed program
-    floor: int | None = None  # bytes the output's earlier result has: nothing larger replaces it
+    floor: Size | None = None  # the output's earlier result (`as_file`): nothing larger replaces it
     replaying: bytes | None = None  # a resumed run's last commit: the output already holds it
     judge: Oracle = attrs.field(init=False)  # the calibrated oracle, --repeat included
     # reduce()
@@ -285,14 +291,29 @@ class Run:
         self.guard = Guard(self.settings, self.output, self.blobs.attach if self.blobs is not None else None)
 
     def go(self) -> Result:
-        self.start()
-        self.prepare()
         try:
-            return self._reduce_and_finish()
-        except KeyboardInterrupt:
-            if getattr(self, "engine", None) is None:
-                raise  # nothing reduced yet: the caller says what the output holds
-            raise Interrupted(self.result()) from None  # after the engine: the output holds its result
+            self.start()
+            self.prepare()
+            try:
+                return self._reduce_and_finish()
+            except KeyboardInterrupt:
+                if getattr(self, "engine", None) is None:
+                    raise  # nothing reduced yet: the caller says what the output holds
+                raise Interrupted(self.result()) from None  # after the engine: the output holds its result
+        except DataFileUnreadable as exc:
+            raise self._unreadable(exc) from None
+
+    def _unreadable(self, exc: DataFileUnreadable) -> UserError:
+        """A file the oracle reads, gone before an executor that ships it read it (Dask):
+        a --parameters archive is the input's (exit 3, as when it is missing at the start)."""
+        archives = {os.path.abspath(wiring.split_parameters(spec)[1]) for spec in self.settings.parameters}
+        known = os.path.abspath(exc.path) in archives
+        what = f"the parameter archive {exc.path} (--parameters)" if known else f"the file {exc.path} the checks read"
+        return UserError(
+            EXIT_BAD_INPUT,
+            f"{what} cannot be read to ship it to the workers: {exc.reason} "
+            f"(deleted or moved during the run?); {self.guard.best()}",
+        )
 
     def _reduce_and_finish(self) -> Result:
         try:
@@ -356,7 +377,7 @@ class Run:
         text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
         if not settings.fresh and os.path.exists(self.output):
-            previous = previous_best(self.output, text, oracle, self.guard, self.inner)
+            previous = previous_best(self.output, text, oracle, self.guard, self.inner, wiring.outside(settings))
             if previous is not None:
                 findings.notes.append(
                     f"started from the smaller interesting program already in {self.output} "
@@ -420,10 +441,11 @@ class Run:
         if current is not None and (resumed or self.guard.holds(current, text.encode())):
             self.guard.good = current
         self.history = [text]
-        # Started from an earlier run's output: the output takes no program with more
-        # bytes than that one (the engine's order also counts type bits, and it re-prints).
+        # Started from an earlier run's output: the output takes no program larger than
+        # that one as a file (`as_file`: what it needs from other files, then its bytes;
+        # the engine's order also counts type bits, and it re-prints).
         if not resumed and current is not None and self.guard.good == current:
-            self.floor = len(text.encode())
+            self.floor = as_file(text, wiring.outside(self.settings))
 
     # -- reduce ----------------------------------------------------------------------
 
@@ -521,7 +543,7 @@ class Run:
                 self.replaying = None
             return
         if self.floor is not None:
-            if len(candidate.data) > self.floor:
+            if self.floor.smaller_than(Size(None, len(candidate.data), outside=candidate.size.outside)):
                 return
             self.floor = None
         self.guard.write_output(candidate.data)
@@ -560,7 +582,7 @@ class Run:
             self.guard.write_output(text.encode())
         stats = self.engine.stats
         rechecks = Rechecks(self.judge, self.journal, self.guard, self.inner)
-        stats.final = Size(stats.final.ops, self.ws.weigh(text))
+        stats.final = self._measured(text, stats.final.ops)
         stats.oracle_calls += self.begin.findings.workflow_checks
         try:
             settled = settle(rechecks, text, self.history, early_rechecks, self.output, self.flaky_start)
@@ -568,7 +590,7 @@ class Run:
             raise Interrupted(self.result()) from None
         if not settled.confirmed:
             self.guard.write_output(settled.text.encode())
-            stats.final = Size(None, self.ws.weigh(settled.text))
+            stats.final = self._measured(settled.text, None)
         elif self.flaky_start:
             self.begin.findings.notes.append(
                 f"the check looked flaky at the start ({self.flaky_start}); the result passed {FINAL_CONFIRM} re-checks"
@@ -582,6 +604,13 @@ class Run:
         if settled.flaky is not None:
             raise Flaky(res)
         return res
+
+    def _measured(self, text: str, ops: int | None) -> Size:
+        """The result's size as the workspace measures a program: its bytes (with the blobs
+        it uses), its tensor volume, and what it needs from other files (`Size.outside`:
+        --stats-json said 0 for a result that still needed a parameter archive)."""
+        volume = irutil.tensor_volume(text) if self.ws.mode == "mlir" else 0
+        return Size(ops, self.ws.weigh(text), volume, self.ws.count_outside(text))
 
     def _tell_parameters(self, text: str) -> None:
         """Whether the result still needs a parameter archive, and for which keys."""

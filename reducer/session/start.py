@@ -34,7 +34,7 @@ from reducer.session.settings import (
     Settings,
     UserError,
 )
-from reducer.session.wiring import make_oracle, outside
+from reducer.session.wiring import make_oracle, outside, split_parameters
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def open_state(settings: Settings, data: bytes, output: str, basename: str = "in
     input's bytes, as the user has them (bytecode is recorded as its text, but a rerun
     must find the same file)."""
     state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output), output)
-    fp = fingerprint(settings, data)
+    fp = fingerprint(settings, data, [split_parameters(spec) for spec in settings.parameters])
     recorded = state.load(fp) if state is not None else None
     if state is not None and recorded is not None:
         if settings.fresh:
@@ -295,10 +295,26 @@ def _fails_without_a_program(oracle: Oracle, verdict: Verdict, guard: Guard, exe
         )
 
 
-def previous_best(output: str, text: str, oracle: Oracle, guard: Guard, executor: Executor) -> str | None:
-    """The output of an earlier run, if it is smaller than text and still interesting.
-    What the check rejects (an earlier result for another bug, a file of the user's) is
-    never replaced: the run stops before it writes anything (--fresh replaces it)."""
+def as_file(text: str, outside: Callable[[str], int] | None = None) -> Size:
+    """text's size as an earlier output and the output's floor are compared: in the
+    workspace's order (`Size.smaller_than`) on what is known without parsing it: what it
+    needs from other files first (`outside`, the workspace's count), then its bytes.
+    Bytes alone said a program that needs no parameter archive, longer for its inline
+    weights, was larger than one that still needs the archive."""
+    return Size(None, len(text.encode()), outside=outside(text) if outside is not None else 0)
+
+
+def previous_best(
+    output: str,
+    text: str,
+    oracle: Oracle,
+    guard: Guard,
+    executor: Executor,
+    outside: Callable[[str], int] | None = None,
+) -> str | None:
+    """The output of an earlier run, if it is smaller than text (`as_file`) and still
+    interesting. What the check rejects (an earlier result for another bug, a file of the
+    user's) is never replaced: the run stops before it writes anything (--fresh replaces it)."""
     try:
         with open(output, "rb") as f:
             held = f.read()
@@ -327,7 +343,7 @@ def previous_best(output: str, text: str, oracle: Oracle, guard: Guard, executor
             "or --fresh to replace it",
         )
     assert previous is not None
-    return previous if len(previous.encode()) < len(text.encode()) else None
+    return previous if as_file(previous, outside).smaller_than(as_file(text, outside)) else None
 
 
 def _program(data: bytes) -> str:
@@ -348,21 +364,21 @@ def choose_workspace(
     verify: bool,
     early: Reprinted | None = None,
     blob_sizes: Mapping[str, int] | None = None,
-    outside: Callable[[str], int] | None = None,
+    count_outside: Callable[[str], int] | None = None,
 ) -> Workspace:
     """MLIR if the input parses and the check still likes it once re-printed; else text.
-    `blob_sizes`: the bytes of the blobs kept out of text, by key; `outside`: what a
-    program needs from other files (`Workspace`)."""
+    `blob_sizes`: the bytes of the blobs kept out of text, by key; `count_outside`: what a
+    program needs from other files (`Workspace.outside`)."""
     try:
         parsed = early.parsed(text, verify) if early is not None else None
         if isinstance(parsed, irutil.ParseError):
             raise parsed
-        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify, blob_sizes, outside)
+        ws = parsed or MLIRWorkspace(text, irutil.PrintOptions(), verify, blob_sizes, count_outside)
     except irutil.ParseError as exc:
         log.warning(
             "input does not parse as MLIR (%s); falling back to text reduction (lines, balanced blocks, tokens)", exc
         )
-        return TextWorkspace(text, blob_sizes, outside)
+        return TextWorkspace(text, blob_sizes, count_outside)
     for options in (irutil.PrintOptions(), irutil.PrintOptions(debug_info=True), irutil.PrintOptions(generic=True)):
         canonical = ws.canonical(options)
         if canonical == text or judged(canonical.encode()):
@@ -371,7 +387,7 @@ def choose_workspace(
                 ws.reprint(options)
             return ws
     log.warning("the check rejects the input once MLIR re-prints it; falling back to text reduction")
-    return TextWorkspace(text, blob_sizes, outside)
+    return TextWorkspace(text, blob_sizes, count_outside)
 
 
 def size_of(text: str) -> Size:

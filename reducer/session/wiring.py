@@ -174,10 +174,17 @@ def open_archives(settings: Settings, text: str) -> dict[str, object]:
         raise UserError(EXIT_BAD_INPUT, str(exc)) from None
     if missing:
         scope, key = missing[0]
+        paths = archives.paths(scope)
+        named = " ".join(flag(scope, path) for path in paths)
+        which = (
+            f"the parameter archive {paths[0]}"
+            if len(paths) == 1
+            else f"none of the parameter archives {', '.join(paths)}"
+        )
         raise UserError(
             EXIT_BAD_INPUT,
-            f"the parameter archive {archives.path(scope)} ({flag(scope, archives.path(scope))}) has no key "
-            f"{key!r}, which {settings.input} uses; give the archive that holds it",
+            f"{which} ({named}) has {'no key' if len(paths) == 1 else 'the key'} {key!r}, which {settings.input} "
+            "uses; give the archive that holds it",
         )
     return {"parameters": archives}
 
@@ -190,6 +197,13 @@ def outside(settings: Settings) -> Callable[[str], int] | None:
     from reducer.iree.parameters import count
 
     return count
+
+
+def split_parameters(spec: str) -> tuple[str, str]:
+    """(scope, file) of one --parameters value, as iree-run-module splits it."""
+    from reducer.iree.parameters import split_spec
+
+    return split_spec(spec)
 
 
 def _parameters(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
