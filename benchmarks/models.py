@@ -10,6 +10,7 @@ iree-compile 3.13.0 found by probing unusual element types, shapes and ops.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import attrs
 
@@ -379,31 +380,11 @@ def fanout(callees: int = 8, ops_per_callee: int = 39, bug_callee: int = 5, bug_
     """Issue 11's parallel-scheduling case: @main calls `callees` functions of
     elementwise chains and sums their results; one op of one callee is `math.atan2`
     (the "bug"). 346 ops with the defaults (module, functions and returns included)."""
-    t = "tensor<8xf32>"
-    out = []
-    for c in range(callees):
-        out.append(f"func.func private @f{c}(%x: {t}, %y: {t}) -> {t} {{")
-        prev = "%x"
-        for i in range(ops_per_callee):
-            if (c, i) == (bug_callee, bug_op):
-                op = f"math.atan2 {prev}, %y"
-            else:
-                op = ("arith.negf " + prev, f"arith.addf {prev}, %y", f"arith.mulf {prev}, %x")[(c + i) % 3]
-            out.append(f"  %v{i} = {op} : {t}")
-            prev = f"%v{i}"
-        out.append(f"  return {prev} : {t}")
-        out.append("}")
-    out.append(f"func.func @main(%x: {t}, %y: {t}) -> {t} {{")
-    for c in range(callees):
-        out.append(f"  %r{c} = call @f{c}(%x, %y) : ({t}, {t}) -> {t}")
-    acc = "%r0"
-    for c in range(1, callees):
-        out.append(f"  %s{c} = arith.addf {acc}, %r{c} : {t}")
-        acc = f"%s{c}"
-    out.append(f"  %out = math.absf {acc} : {t}")
-    out.append(f"  return %out : {t}")
-    out.append("}")
-    return "\n".join(out) + "\n"
+
+    def bug(c: int, i: int, prev: str) -> str | None:
+        return f"math.atan2 {prev}, %y" if (c, i) == (bug_callee, bug_op) else None
+
+    return _fanout(callees, ops_per_callee, bug)
 
 
 #: The ops `fanout_wide` plants, one per bug callee; its check needs them all.
@@ -418,17 +399,29 @@ def fanout_wide(callees: int = 40, ops_per_callee: int = 49, bugs: int = 2) -> s
     once and -j 1 needs 27 checks; with two the search must find both (96 checks at
     -j 1 on the commit this was built on), with three 154."""
     assert 1 <= bugs <= len(WIDE_MARKERS)
-    t = "tensor<8xf32>"
     where = {(callees * (k + 1)) // (bugs + 1): WIDE_MARKERS[k] for k in range(bugs)}  # callee -> its op
+
+    def bug(c: int, i: int, prev: str) -> str | None:
+        if c not in where or i != ops_per_callee - 5:
+            return None
+        return f"{where[c]} {prev}, %y" if where[c] == "math.atan2" else f"{where[c]} {prev}"
+
+    return _fanout(callees, ops_per_callee, bug)
+
+
+def _fanout(callees: int, ops_per_callee: int, bug: Callable[[int, int, str], str | None]) -> str:
+    """@main calls `callees` chains of elementwise ops and sums their results; `bug`
+    names the op to plant at (callee, op) on the value before it, or None."""
+    t = "tensor<8xf32>"
     out = []
     for c in range(callees):
         out.append(f"func.func private @f{c}(%x: {t}, %y: {t}) -> {t} {{")
         prev = "%x"
         for i in range(ops_per_callee):
-            if c in where and i == ops_per_callee - 5:
-                op = f"{where[c]} {prev}, %y" if where[c] == "math.atan2" else f"{where[c]} {prev}"
-            else:
-                op = ("arith.negf " + prev, f"arith.addf {prev}, %y", f"arith.mulf {prev}, %x")[(c + i) % 3]
+            op = (
+                bug(c, i, prev)
+                or ("arith.negf " + prev, f"arith.addf {prev}, %y", f"arith.mulf {prev}, %x")[(c + i) % 3]
+            )
             out.append(f"  %v{i} = {op} : {t}")
             prev = f"%v{i}"
         out.append(f"  return {prev} : {t}")
