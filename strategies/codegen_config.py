@@ -17,12 +17,12 @@ holds one among its properties is not offered.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from iree.compiler import ir
 
 from reducer.core.strategy import Edit, MLIRProgram, Strategy
-from strategies._ir.paths import Path, walk_paths
+from strategies._ir.paths import Path, Paths, walk_paths
 
 #: The attribute names codegen configuration comes under, in the order they are offered.
 NAMES = ("translation_info", "compilation_info", "lowering_config")
@@ -52,8 +52,8 @@ def _properties(op: ir.Operation) -> str:
     return text[m.end() : i]
 
 
-def _configs(root: ir.Operation) -> Iterator[tuple[Path, str]]:
-    for path, op in walk_paths(root):
+def _configs(ops: Iterable[tuple[Path, ir.Operation]]) -> Iterator[tuple[Path, str]]:
+    for path, op in ops:
         found = [n for n in NAMES if n in op.attributes and str(op.attributes[n]).startswith(_DIALECTS)]
         if found:
             inherent = _properties(op)
@@ -65,7 +65,7 @@ class CodegenConfig(Strategy[MLIRProgram]):
     summary = "drop iree_codegen lowering_config, translation_info, compilation_info: each kind, then each one"
 
     def opportunities(self, program: MLIRProgram) -> list[Edit]:
-        found = list(_configs(program.root))
+        found = list(_configs(program.analysis(Paths).items()))  # the walk other strategies share
         kinds = [Edit("all", (), n) for n in NAMES if any(name == n for _, name in found)]
         return kinds + [Edit("drop", path, name) for path, name in found]
 
@@ -74,7 +74,7 @@ class CodegenConfig(Strategy[MLIRProgram]):
         everywhere = {e.arg for e in edits if e.kind == "all"}
         one = {(e.path, e.arg) for e in edits if e.kind == "drop"}
         table = dict(walk_paths(root))
-        for path, name in _configs(root):
+        for path, name in _configs(table.items()):
             if name in everywhere or (path, name) in one:
                 del table[path].attributes[name]
         return root
