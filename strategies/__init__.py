@@ -12,6 +12,7 @@ from reducer.core.strategy import Strategy
 from strategies.arguments_to_constants import ArgumentsToConstants
 from strategies.attributes import Attributes
 from strategies.blocks import Blocks
+from strategies.codegen_config import CodegenConfig
 from strategies.drop_ops import DropOps
 from strategies.forward_operands import ForwardOperands
 from strategies.generic_to_ops import GenericToOps
@@ -44,6 +45,7 @@ BUILTIN: list[type[Strategy]] = [
     Regions,
     Blocks,
     HalExecutables,
+    CodegenConfig,
     UnusedResults,
     RemoveResultsAndArguments,
     GenericToOps,
