@@ -343,6 +343,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             raise UserError(
                 EXIT_USAGE, f"{flag} {path} is {what}{link}; ireereduce never overwrites it (give another path)"
             )
+        if not stdout and _loops(path):
+            raise UserError(EXIT_USAGE, f"{flag} {path} is a symlink that leads back to itself; give another path")
         target = Target("-", "standard output", 1) if stdout else resolve(path)
         other = seen[real][0] if real in seen else seen_files.get(inode) if inode is not None else None
         if other is not None and not target.stream:  # two reports may share a stream, as on a terminal
@@ -352,6 +354,15 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             seen_files[inode] = flag
         _check_writable(flag, path, target, output_file=path == output)
     _check_derived(settings, output, protected, {real: f"{flag} {path}" for real, (flag, path) in seen.items()})
+
+
+def _loops(path: str) -> bool:
+    """path is a symlink in a loop: written as if it were nothing, it was replaced."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _inode(path: str) -> tuple[int, int] | None:
