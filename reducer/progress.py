@@ -367,8 +367,9 @@ def stop_writing(stream: IO[str], flag: str, name: str, exc: OSError, what: str)
 
 class DiffPrinter:
     """--print-diff: each accepted step against the one before, as `diff -u` shows it, on
-    stdout. A reader that goes away (`| head -1`) ends the printing, not the run: stdout
-    then leads to /dev/null, so nothing else fails on it, the exit's flush included."""
+    stdout. A reader that goes away (`| head -1`) or a full disk ends the printing, not
+    the run: stdout then leads to /dev/null, so nothing else fails on it, the exit's
+    flush included."""
 
     def __init__(self, monitor: Monitor) -> None:
         self.monitor = monitor
@@ -389,7 +390,11 @@ class DiffPrinter:
         try:
             stream.write("".join(diff))
             stream.flush()
-        except BrokenPipeError:
+        except OSError as exc:  # a reader gone (said nowhere: it asked for no more), a full disk
+            if not isinstance(exc, BrokenPipeError):
+                sys.stderr.write(
+                    f"ireereduce: --print-diff: stdout cannot be written ({exc.strerror}); no more diffs\n"
+                )
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, stream.fileno())
             os.close(null)
