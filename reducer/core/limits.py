@@ -56,7 +56,9 @@ def parse_size(text: str) -> int:
 #: libraries it maps (the compiler's alone is hundreds of MiB) and OpenBLAS's thread
 #: buffers. Measured: a small run needs about 700 MiB on a 2-core VM; below it, the
 #: loads fail deep inside a library (an ImportError, or OpenBLAS exiting the process).
-MIN_ADDRESS_SPACE = 1 << 30
+#: A Dask LocalCluster's workers need more: at 1.1 GiB they failed to load the compiler,
+#: at 1.6 GiB they ran. One floor for both, with room for more cores.
+MIN_ADDRESS_SPACE = 2 << 30
 
 
 def address_space_short() -> str | None:
@@ -69,3 +71,11 @@ def address_space_short() -> str | None:
         f"the address-space limit (ulimit -v) is {soft >> 20} MiB; a run loads the MLIR and IREE libraries "
         f"and needs at least {MIN_ADDRESS_SPACE >> 20} MiB: raise it (ulimit -v {MIN_ADDRESS_SPACE >> 10})"
     )
+
+
+def no_file_size() -> str | None:
+    """Why no file can be written (`ulimit -f 0`), or None: said before logging starts,
+    whose queue needs a file of its own and failed there with a traceback."""
+    if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != 0:
+        return None
+    return "the file-size limit (ulimit -f) is 0: no file can be written, not even the output; raise it"

@@ -91,6 +91,8 @@ def check_limits() -> None:
     short = limits.address_space_short()
     if short is not None:
         raise UserError(EXIT_EXECUTOR, short)
+    if (none := limits.no_file_size()) is not None:
+        raise UserError(EXIT_CANNOT_WRITE, none)
     try:
         check_open_files(RUN_FILES)
     except OpenFilesLimit as exc:

@@ -63,7 +63,7 @@ EXIT_CODES = {
     "write them, nor anyone else until the run ends); the output keeps the last good program",
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, distributed is not installed, "
     "or the open-files limit (ulimit -n) is too low for one worker and its check, or the address space "
-    "(ulimit -v) is below 1 GiB",
+    "(ulimit -v) is below 2 GiB",
     EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
