@@ -69,3 +69,26 @@ def test_no_file_size_at_all_is_one_line(case: Path):
     assert "ulimit -f" in error_line(done.stderr)
     assert not (case / "out.mlir").exists()
     assert_clean(case)
+
+
+def test_a_file_put_at_the_output_after_a_kill_is_kept_on_resume(case: Path):
+    """R21: kill -9 after the first commit, a file of the user's at the output, a rerun:
+    it continued the run and replaced the file (exit 0)."""
+    from test_faults import _killed_run
+
+    _killed_run(case)
+    mine = "func.func @mine() {\n  return\n}\n"
+    (case / "input.reduced.mlir").write_text(mine)
+    done = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert "did not write" in error_line(done.stderr)
+    assert (case / "input.reduced.mlir").read_text() == mine
+
+
+def test_a_killed_run_still_continues_from_its_own_output(case: Path):
+    from test_faults import _killed_run
+
+    _killed_run(case)
+    done = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert done.returncode == session.EXIT_OK, done.stderr
+    assert "continuing the interrupted run" in done.stderr

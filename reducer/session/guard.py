@@ -36,6 +36,11 @@ class Guard:
         self._bytecode = Writer() if settings.output_bytecode(output) else None
         self._attach = attach  # a program's file gets the blobs it uses (`reducer.core.resources`)
 
+    @property
+    def plain(self) -> bool:
+        """The output holds a program's text as it is (no bytecode, no blobs attached)."""
+        return self._attach is None and self._bytecode is None
+
     def form(self, program: bytes) -> bytes:
         """A program (text) as the output holds it: MLIR bytecode for -o x.mlirbc or
         --emit-bytecode, else the text. Text that does not parse as MLIR has no bytecode

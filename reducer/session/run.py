@@ -439,6 +439,7 @@ class Run:
         if current is not None and trailer and current.endswith(trailer):
             current = current[: -len(trailer)]  # the program the output holds
         if current is not None and self.journal is not None and resumed:
+            self._ours(current, self.journal)
             self.replaying = key(current)
         if current is not None and (resumed or self.guard.holds(current, text.encode())):
             self.guard.good = current
@@ -448,6 +449,18 @@ class Run:
         # the engine's order also counts type bits, and it re-prints).
         if not resumed and current is not None and self.guard.good == current:
             self.floor = as_file(text, wiring.outside(self.settings))
+
+    def _ours(self, current: bytes, journal: VerdictJournal) -> None:
+        """A resumed run takes the output as its last commit only if its journal holds an
+        interesting verdict for it: else the user put a file there after the kill, and it
+        is kept, as a fresh run keeps an output the check rejects."""
+        verdict = journal.verdicts.get(key(current))
+        if self.guard.plain and current.strip() and not (verdict is not None and verdict.interesting):
+            raise UserError(
+                EXIT_USAGE,
+                f"{self.output} holds something the interrupted run did not write (a file of yours?); it is kept: "
+                "give -o another path, move it away, or --fresh to start over",
+            )
 
     # -- reduce ----------------------------------------------------------------------
 
