@@ -65,22 +65,14 @@ def test_a_key_no_archive_of_its_scope_has_names_them_all(tmp_path: Path):
 
 def test_two_archives_of_one_scope_are_both_put_inline(tmp_path: Path):
     two_archives(tmp_path)
-    (tmp_path / "m.mlir").write_text(MODEL)
-    make_script(tmp_path / "check.sh", "grep -q '@w' \"$1\"")
-    proc = cli(
+    proc = _reduce(
         tmp_path,
-        "m.mlir",
-        "--check",
-        "./check.sh",
-        "--parameters",
-        "model=w.irpa",
-        "--parameters",
-        "model=b.irpa",
+        MODEL,
         "--strategies",
         "inline-parameters",
-        "--no-state",
         "-o",
         "out.mlir",
+        archives=("model=w.irpa", "model=b.irpa"),
     )
     assert proc.returncode == 0, proc.stderr
     out = (tmp_path / "out.mlir").read_text()
@@ -193,10 +185,18 @@ func.func @main() -> tensor<64xf16> {
 """
 
 
-def _reduce(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess[str]:
+def _reduce(
+    tmp_path: Path,
+    text: str,
+    *extra: str,
+    archives: tuple[str, ...] = ("model=m.irpa",),
+    check: str = "grep -q '@w' \"$1\"",
+) -> subprocess.CompletedProcess[str]:
+    """ireereduce on text as m.mlir, given archives, without a state directory."""
     (tmp_path / "m.mlir").write_text(text)
-    make_script(tmp_path / "check.sh", "grep -q '@w' \"$1\"")
-    return cli(tmp_path, "m.mlir", "--check", "./check.sh", "--parameters", "model=m.irpa", "--no-state", *extra)
+    make_script(tmp_path / "check.sh", check)
+    given = [arg for spec in archives for arg in ("--parameters", spec)]
+    return cli(tmp_path, "m.mlir", "--check", "./check.sh", *given, "--no-state", *extra)
 
 
 def test_an_earlier_output_that_still_needs_the_archive_is_replaced_by_the_inline_one(tmp_path: Path):
@@ -230,22 +230,9 @@ def test_an_earlier_output_that_needs_no_archive_is_kept_though_longer(tmp_path:
 
 def test_the_stats_say_what_the_result_still_needs_from_an_archive(tmp_path: Path):
     archive(tmp_path / "m.irpa", {"w": W, "b": B})
-    (tmp_path / "m.mlir").write_text(MODEL)
-    make_script(tmp_path / "check.sh", '[ "$(grep -c \'parameter.named\' "$1")" -ge 2 ]')
-    proc = cli(
-        tmp_path,
-        "m.mlir",
-        "--check",
-        "./check.sh",
-        "--parameters",
-        "model=m.irpa",
-        "--strategies",
-        "drop-ops",
-        "--no-state",
-        "--stats-json",
-        "s.json",
-        "-o",
-        "out.mlir",
+    needs_both = '[ "$(grep -c \'parameter.named\' "$1")" -ge 2 ]'
+    proc = _reduce(
+        tmp_path, MODEL, "--strategies", "drop-ops", "--stats-json", "s.json", "-o", "out.mlir", check=needs_both
     )
     assert proc.returncode == 0, proc.stderr
     stats = json.loads((tmp_path / "s.json").read_text())
