@@ -65,6 +65,16 @@ def cli(case: Path, *args: str, **kw) -> subprocess.CompletedProcess[str]:
     )
 
 
+def command(case: Path, *args: str, **kw) -> subprocess.CompletedProcess[str]:
+    """The command as users start it (`python -m reducer`, the entry point, which sets up
+    signals and stderr before reducer.cli loads); output captured unless kw redirects it."""
+    if not {"stdout", "stderr"} & kw.keys():
+        kw["capture_output"] = True
+    return subprocess.run(
+        [sys.executable, "-m", "reducer", *args], cwd=case, text=True, timeout=120, env=env(case), **kw
+    )
+
+
 def start(case: Path, *args: str, **kw) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "reducer.cli", *args], cwd=case, stderr=subprocess.PIPE, text=True, env=env(case), **kw

@@ -23,6 +23,11 @@ CHECK = 'grep -q math.exp "$1"'
 
 @pytest.fixture
 def case(tmp_path: Path) -> Path:
+    return make_case(tmp_path)
+
+
+def make_case(tmp_path: Path) -> Path:
+    """A small input, a check that greps it, and a TMPDIR of the run's own."""
     (tmp_path / "input.mlir").write_text(SMALL)
     (tmp_path / "tmp").mkdir()
     make_script(tmp_path / "check.sh", CHECK)

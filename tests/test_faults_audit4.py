@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_script
-from test_faults import SMALL, assert_clean, cli, env, error_line
+from test_faults import assert_clean, cli, command, error_line
+from test_faults_audit import make_case
 
 from reducer import session
 
 
 @pytest.fixture
 def case(tmp_path: Path) -> Path:
-    (tmp_path / "input.mlir").write_text(SMALL)
-    (tmp_path / "tmp").mkdir()
-    make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
-    return tmp_path
+    return make_case(tmp_path)
 
 
 @pytest.mark.parametrize("flag", ["-o", "--report", "--stats-json"])
@@ -37,15 +33,8 @@ def test_a_symlink_in_a_loop_is_refused_and_stays_a_link(case: Path, flag: str):
 
 def test_print_diff_to_a_full_stdout_ends_the_diffs_not_the_run(case: Path):
     with open("/dev/full", "w") as full:
-        done = subprocess.run(
-            [sys.executable, "-m", "reducer", "input.mlir", "--check", "./check.sh", "-o", "out.mlir", "--print-diff"],
-            cwd=case,
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-            env=env(case),
-        )
+        args = ("input.mlir", "--check", "./check.sh", "-o", "out.mlir", "--print-diff")
+        done = command(case, *args, stdout=full, stderr=subprocess.PIPE)
     assert done.returncode == session.EXIT_OK, done.stderr
     assert "--print-diff: stdout cannot be written" in done.stderr and "temporary directory" not in done.stderr
     assert "math.exp" in (case / "out.mlir").read_text()
@@ -56,15 +45,7 @@ def test_no_file_size_at_all_is_one_line(case: Path):
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "reducer", "input.mlir", "--check", "./check.sh", "-o", "out.mlir"],
-        cwd=case,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env(case),
-        preexec_fn=limit,
-    )
+    done = command(case, "input.mlir", "--check", "./check.sh", "-o", "out.mlir", preexec_fn=limit)
     assert done.returncode == session.EXIT_CANNOT_WRITE, done.stderr
     assert "ulimit -f" in error_line(done.stderr)
     assert not (case / "out.mlir").exists()

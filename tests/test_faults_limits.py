@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_script
-from test_faults import SMALL, assert_clean, env, error_line
+from test_faults import assert_clean, command, error_line
+from test_faults_audit import make_case
 
 from reducer import session
 from reducer.core import limits
@@ -20,10 +19,7 @@ from reducer.core import limits
 
 @pytest.fixture
 def case(tmp_path: Path) -> Path:
-    (tmp_path / "input.mlir").write_text(SMALL)
-    (tmp_path / "tmp").mkdir()
-    make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
-    return tmp_path
+    return make_case(tmp_path)
 
 
 def _limited(mib: int):  # type: ignore[no-untyped-def]
@@ -36,15 +32,7 @@ def _limited(mib: int):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("mib", [400, 580])
 def test_a_low_address_space_limit_is_one_line_and_leaves_nothing(case: Path, mib: int):
     """Run as a user runs it (`python -m reducer`, the command's entry point)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "reducer", "input.mlir", "--check", "./check.sh", "-q"],
-        cwd=case,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env(case),
-        preexec_fn=_limited(mib),
-    )
+    done = command(case, "input.mlir", "--check", "./check.sh", "-q", preexec_fn=_limited(mib))
     assert done.returncode == session.EXIT_EXECUTOR, done.stderr
     line = error_line(done.stderr)
     assert f"ulimit -v) is {mib} MiB" in line and "raise it" in line
@@ -66,13 +54,8 @@ def test_a_stderr_that_takes_nothing_leaves_the_exit_code_the_runs(case: Path):
     """The third hostile run: with stderr on a full disk, a run that reduced and wrote its
     output exited 1 (internal error), as the summary's write raised after the run."""
     with open("/dev/full", "w") as full:
-        done = subprocess.run(
-            [sys.executable, "-m", "reducer", "input.mlir", "--check", "./check.sh", "-o", "out.mlir"],
-            cwd=case,
-            stdout=subprocess.DEVNULL,
-            stderr=full,
-            timeout=120,
-            env=env(case),
+        done = command(
+            case, "input.mlir", "--check", "./check.sh", "-o", "out.mlir", stdout=subprocess.DEVNULL, stderr=full
         )
     assert done.returncode == session.EXIT_OK
     assert "math.exp" in (case / "out.mlir").read_text()
