@@ -150,8 +150,7 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
             result, status = exc.result, "interrupted"
         except session.Flaky as exc:
             result, status = exc.result, "flaky"
-    stats = result.stats
-    monitor.end(stats.final, stats.oracle_calls, sum(s.judged for s in stats.per_strategy.values()))
+    monitor.end(result.stats)
     # An interrupted run may have found nothing smaller yet: the output is not written then.
     # (then the smallest interesting program found is the input itself).
     if os.path.exists(result.output):

@@ -204,11 +204,12 @@ class Monitor:
             percent=round(status.percent() or 0.0, 2),
         )
 
-    def end(self, final: Any, checks: int, judged: int) -> None:
-        """The run's result as the trajectory's last point (after the final re-checks and
-        any walk-back: it may be larger than the last commit)."""
+    def end(self, stats: Any) -> None:
+        """The run's result (its `RunStats`) as the trajectory's last point: after the final
+        re-checks and any walk-back, so it may be larger than the last commit."""
         with self._lock:
-            self.trajectory.append(Point("final", time.monotonic() - self.started, checks, judged, final))
+            point = Point("final", time.monotonic() - self.started, stats.oracle_calls, stats.judged, stats.final)
+            self.trajectory.append(point)
 
     def _point(self, event: str, size: Any) -> Point:
         checks, judged = self._counts()
@@ -220,7 +221,7 @@ class Monitor:
         if engine is None:
             return 0, 0
         stats = engine.stats
-        return stats.oracle_calls, sum(s.judged for s in list(stats.per_strategy.values()))
+        return stats.oracle_calls, stats.judged
 
     def finish(self, status: str, **fields: Any) -> None:
         assert status in STATUSES, status

@@ -16,6 +16,7 @@ from conftest import make_script
 
 import reducer
 from reducer import progress
+from reducer.core.stats import RunStats
 from reducer.core.workspace import Size
 
 #: Five functions, one of them with the op the check looks for: several commits.
@@ -88,14 +89,8 @@ def test_an_earlier_runs_smaller_output_is_the_start_after_the_original(case: Pa
 
 
 @attrs.define
-class _Stats:
-    oracle_calls: int = 0
-    per_strategy: dict[str, Any] = attrs.Factory(dict)
-
-
-@attrs.define
 class _Engine:
-    stats: _Stats
+    stats: RunStats
 
 
 def test_checks_a_primed_engine_ran_before_the_start_count_at_the_start():
@@ -103,6 +98,6 @@ def test_checks_a_primed_engine_ran_before_the_start_count_at_the_start():
     counts them once the engine is watched."""
     monitor = progress.Monitor()
     monitor.start(Size(10, 1000), Size(10, 1000), "mlir", 2, 10.0)
-    with monitor.watching(_Engine(_Stats(oracle_calls=3))):
+    with monitor.watching(_Engine(RunStats(Size(10, 1000), Size(10, 1000), oracle_calls=3))):
         pass
     assert [(p.event, p.checks) for p in monitor.trajectory] == [("original", 3)]

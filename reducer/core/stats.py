@@ -55,3 +55,8 @@ class RunStats:
     running: int = 0  # checks in flight right now
     strategy: str = ""  # the strategy the engine is on
     per_strategy: dict[str, StrategyStats] = attrs.field(factory=dict)
+
+    @property
+    def judged(self) -> int:
+        """Verdicts the decisions read, over every strategy: the same for any -j."""
+        return sum(s.judged for s in list(self.per_strategy.values()))
