@@ -284,6 +284,7 @@ def _mismatch_settings(tmp_path: Path, **kw: object):  # type: ignore[no-untyped
     )
 
 
+@pytest.mark.e2e  # a Dask test: under CI=true a missing distributed fails it, not skips it
 def test_dask_reads_an_archive_once_for_every_oracle_of_the_run(tmp_path: Path):
     pytest.importorskip("distributed")
     from reducer.core.dask_executor import DaskExecutor, ShippedFiles
@@ -302,6 +303,7 @@ def test_dask_reads_an_archive_once_for_every_oracle_of_the_run(tmp_path: Path):
     assert second.files[0][1] is first.files[0][1]
 
 
+@pytest.mark.e2e  # a Dask test: under CI=true a missing distributed fails it, not skips it
 def test_an_archive_gone_before_dask_ships_it_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     pytest.importorskip("distributed")
     from reducer.session import UserError, reduce_file, wiring
