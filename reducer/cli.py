@@ -364,13 +364,8 @@ def main(**params: Any) -> None:
     if params["input_file"] == "-":
         if not params["output"]:
             _fail(session.EXIT_USAGE, "reading the input from stdin (-) needs -o FILE for the result")
-        if sys.stdin is None:
-            _fail(session.EXIT_BAD_INPUT, "the input is stdin (-), and stdin is closed")
-        data = sys.stdin.buffer.read()
-        if not data.strip():
-            _fail(session.EXIT_BAD_INPUT, "the input on stdin (-) is empty; pipe the program to reduce into it")
-        try:  # as text: a one-line program would read as a file's name
-            source, params["text"] = "-", session.decode_input(data, "-")
+        try:
+            source, params["text"] = "-", session.read_stdin(params["max_time"])
         except UserError as exc:
             _fail(exc.code, str(exc))
     settings = _only(params, _FIELDS | {"text"}) | {"verify": not params["no_verify"]}

@@ -287,11 +287,9 @@ def test_the_log_file_is_appended_to(case: Path):
 
 
 def _blocked_reading_a_pipe(pid: int) -> bool:
+    """Waiting for the pipe: in read, or in poll (the input is read in chunks)."""
     try:
-        return (
-            "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()
-            or "pipe_wait" in Path(f"/proc/{pid}/wchan").read_text()
-        )
+        return any(word in Path(f"/proc/{pid}/wchan").read_text() for word in ("pipe_read", "pipe_wait", "poll"))
     except OSError:
         return False
 

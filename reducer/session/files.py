@@ -21,6 +21,7 @@ from reducer.core import resources
 from reducer.core.oracle import whole, write_data
 from reducer.core.resources import Blobs
 from reducer.core.state import RunState, foreign_lock
+from reducer.session import stream
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
     EXIT_BAD_INPUT,
@@ -212,9 +213,10 @@ class Input:
     blobs: Blobs | None = None
 
 
-def load_input(path: str, split: bool = True) -> Input:
+def load_input(path: str, split: bool = True, max_time: float | None = None) -> Input:
     """The input file; with `split`, a text input's builtin blobs stay in the file
-    (`reducer.core.resources`) and its text refers to them by key."""
+    (`reducer.core.resources`) and its text refers to them by key. A stream is read
+    until its end, --max-time, or a size no program reaches (`stream.read`)."""
     if not os.path.exists(path):
         raise UserError(EXIT_BAD_INPUT, f"input file {path!r} does not exist")
     if os.path.isdir(path):
@@ -225,7 +227,7 @@ def load_input(path: str, split: bool = True) -> Input:
     if not stat.S_ISREG(kind):  # a pipe (`<(zcat model.mlir.gz)`): read once, as it comes
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                data = stream.read(f, path, max_time)
         except OSError as exc:
             raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
         return Input(decode_input(data, path), data, data.startswith(BYTECODE_MAGIC))
@@ -259,6 +261,16 @@ def _all_blobs_there(path: str, text: str, blobs: Blobs | None) -> None:
             f"input {path!r} refers to dense_resource<{lost[0]}>{more}, but its resource section "
             "({-# dialect_resources: { builtin: ... } #-}) has no blob of that key",
         )
+
+
+def read_stdin(max_time: float | None) -> str:
+    """The input given as `-`, as text (a one-line program would read as a file's name)."""
+    if sys.stdin is None:
+        raise UserError(EXIT_BAD_INPUT, "the input is stdin (-), and stdin is closed")
+    data = stream.read(sys.stdin.buffer, "-", max_time)
+    if not data.strip():
+        raise UserError(EXIT_BAD_INPUT, "the input on stdin (-) is empty; pipe the program to reduce into it")
+    return decode_input(data, "-")
 
 
 def read_input(path: str) -> str:

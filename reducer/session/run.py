@@ -107,7 +107,11 @@ def reduce_file(
     settings = attrs.evolve(settings, jobs=settings.workers())
     _check_settings(settings)
     check_paths(settings)
-    given = Input(settings.text, settings.text.encode()) if settings.text is not None else load_input(settings.input)
+    given = (
+        Input(settings.text, settings.text.encode())
+        if settings.text is not None
+        else load_input(settings.input, max_time=settings.max_time)
+    )
     settings = triage.replayed(settings, given.text)  # a crash reproducer: its replay is the oracle
     check_oracle(settings)
     supplies = wiring.open_archives(settings, given.text)  # before any worker: a missing archive is one line

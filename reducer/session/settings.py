@@ -47,7 +47,7 @@ EXIT_CODES = {
     "another of them (OUTPUT.lock and the state directory included), or not writable; -o that is not a regular "
     "file; an OUTPUT.lock or a --state-dir holding files ireereduce did not write",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8), "
-    "or an empty stdin; a --parameters archive missing or unreadable, or without a key the input uses",
+    "a stream still coming past a quarter of the memory available, or an empty stdin; a --parameters archive missing or unreadable, or without a key the input uses",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
     "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
@@ -64,7 +64,8 @@ EXIT_CODES = {
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, distributed is not installed, "
     "or the open-files limit (ulimit -n) is too low for one worker and its check, or the address space "
     "(ulimit -v) is below 2 GiB",
-    EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found",
+    EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found "
+    "(--max-time while an input stream was still being read: nothing written)",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
     "iree-compile); the message says how to make a local one",

@@ -1,0 +1,89 @@
+"""An input that is an endless stream (issue 27, XA: `<(yes "// x")` was read until the
+machine ran out of memory, past --max-time): it is read in chunks, up to --max-time or
+a size cap, and stops with one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from test_faults import assert_clean, command, error_line
+from test_faults_audit import make_case
+
+from reducer import session
+from reducer.session import stream
+
+
+@pytest.fixture
+def case(tmp_path: Path) -> Path:
+    return make_case(tmp_path)
+
+
+def _endless(slow: bool) -> subprocess.Popen[bytes]:
+    """`yes "// x"`, or the same a line each 10 ms (a writer that never ends)."""
+    line = 'while :; do echo "// x"; sleep 0.01; done' if slow else 'yes "// x"'
+    return subprocess.Popen(["sh", "-c", line], stdout=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["fast", "slow"])
+@pytest.mark.parametrize("how", ["stdin", "path"])
+def test_an_endless_input_stops_at_max_time(case: Path, slow: bool, how: str):
+    writer = _endless(slow)
+    assert writer.stdout is not None
+    fd = writer.stdout.fileno()
+    try:
+        given = "-" if how == "stdin" else f"/dev/fd/{fd}"
+        args = (given, "--check", "./check.sh", "-o", "out.mlir", "--max-time", "2")
+        if how == "stdin":
+            done = command(case, *args, stdin=writer.stdout)
+        else:
+            done = command(case, *args, pass_fds=(fd,))
+    finally:
+        writer.kill()
+        writer.wait()
+    assert done.returncode == session.EXIT_STOPPED, done.stderr
+    line = error_line(done.stderr)
+    assert "--max-time 2 ran out while reading the input" in line and "still coming" in line
+    assert not (case / "out.mlir").exists()
+    assert_clean(case)
+
+
+def test_an_endless_stream_stops_at_the_size_cap():
+    """Without --max-time, the cap: here 4 MiB (the real one is a quarter of the memory
+    available). The reader runs in a process of its own, so a reader with no cap is
+    a timeout here and not a machine out of memory."""
+    code = (
+        "import sys; from reducer.session import stream\n"
+        "try:\n    stream.read(sys.stdin.buffer, '-', None, limit=4 << 20)\n"
+        "except Exception as exc:\n    print(exc.code, exc)"
+    )
+    writer = _endless(slow=False)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], stdin=writer.stdout, capture_output=True, text=True, timeout=60
+        )
+    finally:
+        writer.kill()
+        writer.wait()
+    assert done.stdout.startswith(f"{session.EXIT_BAD_INPUT} the input '-' is a stream that gave more than 4 MiB")
+
+
+def test_a_stream_that_ends_is_read_whole():
+    """Chunks joined in order: 3 MiB and a bit, across the 1 MiB chunk size, from a
+    writer that ends."""
+    data = b"".join(b"// line %d\n" % n for n in range(300_000))
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as f, os.fdopen(write_end, "wb") as sink:
+        feeder = threading.Thread(target=lambda: (sink.write(data), sink.close()))
+        feeder.start()
+        got = stream.read(f, "pipe", max_time=60)
+        feeder.join()
+    assert got == data
+
+
+def test_the_cap_is_a_share_of_memory_and_never_below_the_floor():
+    assert stream.cap() >= stream.FLOOR
