@@ -101,6 +101,9 @@ def test_pass_level_reduces_the_failing_pass_and_reports_both_commands(tmp_path:
     jsonschema.validate(data, SCHEMA)
     level = data["pass_level"]
     assert level is not None and "iree-convert-to-llvm" in level["pipeline"]
+    # The failing executable compiled alone wrote it: its IR holds that executable only.
+    assert level["executable"] == "module_main_dispatch_17.mlir"
+    assert result.stats.original.ops is not None and result.stats.original.ops < 400, result.stats.original
     assert level["input_level"].startswith("iree-compile ") and " model.mlir " in level["input_level"]
     assert data["oracle"]["kind"] == "pass-replay"
     assert data["oracle"]["reproduce"].startswith("iree-opt --pass-pipeline='builtin.module(")

@@ -149,3 +149,18 @@ def test_the_trailer_follows_the_pipeline_the_oracle_replays_now():
     assert reproducer.find(reproducer.trailer(oracle)) == found
     shorter = oracle.with_command(oracle.command.without([1]))  # flag reduction dropped the pipeline flag
     assert reproducer.trailer(shorter) == ""  # type: ignore[arg-type]
+
+
+def test_the_sources_a_codegen_error_points_into_are_picked(tmp_path):
+    """With its executable sources dumped with locations, iree-compile names the source
+    in the error; else the source holding the error's location in the input is taken."""
+    dump = tmp_path / "sources"
+    dump.mkdir()
+    for n in (1, 2, 17):
+        (dump / f"module_main_dispatch_{n}.mlir").write_text(f'%x = arith.truncf %y loc("/tmp/r/model.mlir":{n}:8)\n')
+    named = f"{dump}/module_main_dispatch_17.mlir:30:10: error: failed to legalize operation 'arith.truncf'\n"
+    assert reproducer._failing_sources(str(dump), named) == ["module_main_dispatch_17.mlir"]
+    by_place = "/tmp/r/model.mlir:2:8: error: failed to legalize operation 'arith.truncf'\n"
+    assert reproducer._failing_sources(str(dump), by_place) == ["module_main_dispatch_2.mlir"]
+    assert reproducer._failing_sources(str(dump), "model.mlir:99:1: error: x\n") == []
+    assert reproducer._failing_sources(str(tmp_path / "none"), named) == []

@@ -9,6 +9,7 @@ reduced program loses the resource; `block` writes it back into the output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -83,26 +84,82 @@ class Local:
 
     text: str
     reproducer: Reproducer
-    seconds: float  # the compile that wrote it
+    seconds: float  # the compiles that wrote it
+    compiles: int = 1
+    executable: str = ""  # the executable source it came from, when one was compiled alone
+
+
+#: IREE's error after any failure in code generation: the failure is inside one executable.
+CODEGEN = "failed to run translation of source executable"
+_ERROR_AT = re.compile(r"^(\S+?):(\d+):(\d+): error:", re.MULTILINE)
+#: Executables holding the error's location compiled alone, at most: one is the rule.
+MOST_ALONE = 3
 
 
 def local(oracle: CompileOracle, data: bytes) -> Local | None:
     """Compile once more with the reproducer flags and read the reproducer; None when
     iree-compile wrote none (the failure is not inside a pass). The file is read here, as
     dispatch isolation reads its dump."""
+    start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ireereduce-repro-") as out:
-        path = os.path.join(out, "repro.mlir")
-        writing = oracle.with_command(oracle.command.plus(*(f.format(path=path) for f in LOCAL_FLAGS)))
-        start = time.monotonic()
-        writing.run(data)
-        seconds = time.monotonic() - start
-        try:
-            with open(path) as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError):
-            return None
+        found = _written(oracle, data, out)
+    return Local(found[0], found[1], time.monotonic() - start) if found is not None else None
+
+
+def in_executable(oracle: CompileOracle, data: bytes) -> Local | None:
+    """A code generation failure's reproducer, from the one executable that fails: one
+    compile dumps every executable's source with its locations, the sources holding the
+    error's location are compiled alone with the reproducer flags. A local reproducer
+    of the whole compile snapshots the whole model before every pass (13 s for the
+    shipped example's 2 s compile); one executable's costs a fraction of a second, and
+    its IR holds that executable only. None when no source fails alone so."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ireereduce-repro-") as out:
+        dump = os.path.join(out, "sources")
+        failed = oracle.with_command(
+            oracle.command.plus(f"--iree-hal-dump-executable-sources-to={dump}", "--mlir-print-debuginfo")
+        ).run(data)
+        alone = oracle.with_command(oracle.command.plus("--compile-mode=hal-executable"))
+        for compiles, name in enumerate(_failing_sources(dump, failed.stderr_tail)[:MOST_ALONE], start=2):
+            with open(os.path.join(dump, name), "rb") as f:
+                found = _written(alone, f.read(), out)
+            if found is not None:
+                return Local(found[0], found[1], time.monotonic() - start, compiles, name)
+    return None
+
+
+def _failing_sources(dump: str, stderr: str) -> list[str]:
+    """The dumped sources the errors point into: with its sources dumped with their
+    locations, iree-compile names the source file in a code generation error; else the
+    sources holding an error's location in the input."""
+    errors = _ERROR_AT.findall(stderr)
+    names = sorted(os.listdir(dump)) if os.path.isdir(dump) else []
+    named = [n for n in names if any(os.path.join(dump, n) == path for path, _, _ in errors)]
+    if named:
+        return named
+    places = [f'":{line}:{column})'.encode() for _, line, column in errors]
+    held = []
+    for name in names:
+        with open(os.path.join(dump, name), "rb") as f:
+            source = f.read()
+        if any(p in source for p in places):
+            held.append(name)
+    return held
+
+
+def _written(oracle: CompileOracle, data: bytes, out: str) -> tuple[str, Reproducer] | None:
+    """Compile data with the reproducer flags (into directory out); its reproducer."""
+    path = os.path.join(out, "repro.mlir")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    oracle.with_command(oracle.command.plus(*(f.format(path=path) for f in LOCAL_FLAGS))).run(data)
+    try:
+        with open(path) as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
     found = find(text)
-    return Local(text, found, seconds) if found is not None else None
+    return (text, found) if found is not None else None
 
 
 def trailer(oracle: ReplayOracle) -> str:

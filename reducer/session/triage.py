@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from reducer.core.executor import Executor
-from reducer.core.oracle import Oracle
+from reducer.core.oracle import Oracle, Verdict
 from reducer.session.settings import (
     EXIT_NOT_INTERESTING,
     EXIT_OK,
@@ -25,6 +25,7 @@ from reducer.session.settings import (
 )
 
 if TYPE_CHECKING:
+    from reducer.iree import reproducer
     from reducer.iree.oracles import CompileOracle
 
 log = logging.getLogger(__name__)
@@ -155,20 +156,41 @@ def pass_level(
     settings: Settings, text: str, oracle: CompileOracle, findings: Findings, executor: Executor
 ) -> tuple[str, Oracle]:
     """--pass-level: the local reproducer of the failing pass, with its replay as the
-    oracle, if that replay fails the way the compile does; else the input, and why."""
-    from reducer.iree import reproducer, signature
+    oracle, if that replay fails the way the compile does; else the input, and why. A
+    code generation failure's comes from the one executable that fails, compiled alone;
+    the whole compile's when that one is not found or replays otherwise."""
+    from reducer.iree import reproducer
+
+    data = text.encode()
+    codegen = oracle.expected is not None and any(reproducer.CODEGEN in e for e in oracle.expected.errors)
+    tries = [lambda: reproducer.in_executable(oracle, data)] if codegen else []
+    tries.append(lambda: reproducer.local(oracle, data))
+    why = "iree-compile wrote no crash reproducer"
+    for attempt in tries:
+        found = attempt()
+        if found is None:
+            continue
+        findings.workflow_checks += found.compiles
+        replay, verdict, why = _replaying(settings, oracle, found, executor)
+        findings.workflow_checks += 1
+        if not why:
+            return _at_pass_level(settings, oracle, found, replay, verdict, findings)
+    findings.notes.append(f"--pass-level: {why}; reducing the input")
+    log.warning("%s", findings.notes[-1])
+    return text, oracle
+
+
+def _replaying(
+    settings: Settings, oracle: CompileOracle, found: reproducer.Local, executor: Executor
+) -> tuple[Oracle, Verdict, str]:
+    """The replay of found's pipeline, its verdict on found, and why it is no repro
+    (empty when its failure is the compile's)."""
+    from reducer.iree import signature
     from reducer.session.wiring import make_oracle
 
-    found = reproducer.local(oracle, text.encode())
-    findings.workflow_checks += 1
-    if found is None:
-        findings.notes.append("--pass-level: iree-compile wrote no crash reproducer; reducing the input")
-        log.warning("%s", findings.notes[-1])
-        return text, oracle
     pipeline = found.reproducer.pipeline
     replay = make_oracle(replay_settings(settings, pipeline), oracle.basename, oracle.timeout or INITIAL_TIMEOUT)
     verdict = executor.run(found.text.encode(), replay)
-    findings.workflow_checks += 1
     sig = signature.of_verdict(verdict)
     if (
         not verdict.interesting
@@ -176,9 +198,22 @@ def pass_level(
         or (oracle.expected is not None and not settings.allow_slippage and not sig.matches(oracle.expected))
     ):
         why = sig.describe() if sig is not None else replay.why_not(verdict)
-        findings.notes.append(f"--pass-level: replaying {pipeline} fails otherwise ({why}); reducing the input")
-        log.warning("%s", findings.notes[-1])
-        return text, oracle
+        return replay, verdict, f"replaying {pipeline} fails otherwise ({why})"
+    return replay, verdict, ""
+
+
+def _at_pass_level(
+    settings: Settings,
+    oracle: CompileOracle,
+    found: reproducer.Local,
+    replay: Oracle,
+    verdict: Verdict,
+    findings: Findings,
+) -> tuple[str, Oracle]:
+    """The reproducer's IR and its replay, calibrated, and what the report says of them."""
+    from reducer.iree import reproducer
+
+    pipeline = found.reproducer.pipeline
     replay = replay.calibrate(verdict).with_timeout(settings.timeout or 10 * verdict.seconds + 5.0)
     name = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     findings.pass_level = {
@@ -186,10 +221,12 @@ def pass_level(
         "input_level": oracle.reproducer(name),
         "compile_seconds": round(found.seconds, 2),
         "replay_seconds": round(verdict.seconds, 2),
+        "executable": found.executable or None,
     }
+    alone = f", from executable {found.executable} compiled alone" if found.executable else ""
     findings.notes.append(
-        f"pass level: reducing the IR entering the failing pass ({len(found.text.encode())} bytes; {pipeline}); "
-        f"a check replays it in {verdict.seconds:.2f} s, a compile took {found.seconds:.1f} s"
+        f"pass level: reducing the IR entering the failing pass ({len(found.text.encode())} bytes{alone}; "
+        f"{pipeline}); a check replays it in {verdict.seconds:.2f} s, writing it took {found.seconds:.1f} s"
     )
     log.info("%s", findings.notes[-1])
     return reproducer.strip(found.text), replay
