@@ -147,7 +147,7 @@ def test_mismatch_inputs_come_from_the_module_abi(tmp_path: Path):
     )
     assert declarations(dump) == {"main": (["tensor<2x?xf32>", "f32", "tensor<3xi8>"], 1)}
     flags = [input_flag(t, k, str(tmp_path)) for k, t in enumerate(["tensor<2x?xf32>", "f32", "tensor<3xi8>", "index"])]
-    assert flags[1] == "--input=f32=0.75" and flags[3] == "--input=5"
+    assert flags[1] == "--input=0.75" and flags[3] == "--input=5"
     first = np.load(flags[0].split("@", 1)[1])
     assert first.shape == (2, 4) and first.dtype == np.float32 and (first < 0).any() and (first > 0).any()
     assert np.array_equal(first, np.load(input_flag("tensor<2x?xf32>", 0, str(tmp_path)).split("@", 1)[1]))

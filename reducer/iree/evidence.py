@@ -55,10 +55,8 @@ def _flags(taken: list[tuple[str, np.ndarray]], folder: str, prefix: str) -> lis
     """iree-run-module --input values: tensors as .npy files in folder, scalars inline."""
     out = []
     for k, (t, value) in enumerate(taken):
-        if t == "index":
-            out.append(str(int(value)))
-        elif inputs.parse(t)[0] is None:
-            out.append(f"{t}={value.item()}")
+        if t == "index" or inputs.parse(t)[0] is None:
+            out.append(inputs.scalar(value, t))
         else:
             file = f"{prefix}input{k}.npy"
             np.save(os.path.join(folder, file), value)

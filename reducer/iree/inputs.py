@@ -160,14 +160,17 @@ def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
 def flag(value: np.ndarray, t: str, path: str) -> str:
     """The --input flag giving value to an argument of type t (a .npy at path for a tensor)."""
     value = cast(value, t)
-    if t == "index":
-        return f"--input={int(value)}"
-    dims, element = parse(t)
-    if dims is None:
-        scalar = value.item()
-        return f"--input={element}={int(scalar) if not element.startswith('f') else scalar}"
+    if t == "index" or parse(t)[0] is None:
+        return f"--input={scalar(value, t)}"
     np.save(path, value)
     return f"--input=@{path}"
+
+
+def scalar(value: np.ndarray, t: str) -> str:
+    """A scalar as iree-run-module's --input takes it: the bare value (it refuses
+    `f32=0.75` for an f32 argument, and `i32=3` for an i32)."""
+    item = value.item()
+    return repr(float(item)) if parse(t)[1].startswith("f") else str(int(item))
 
 
 def describe(t: str, value: np.ndarray, given: bool) -> str:
