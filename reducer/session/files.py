@@ -225,8 +225,8 @@ def load_input(path: str, split: bool = True, max_time: float | None = None) -> 
     if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) or stat.S_ISSOCK(kind):  # /dev/zero would be read forever
         raise UserError(EXIT_BAD_INPUT, f"input {path!r} is a device, not a file; give the .mlir file (- reads stdin)")
     if not stat.S_ISREG(kind):  # a pipe (`<(zcat model.mlir.gz)`): read once, as it comes
-        try:
-            with open(path, "rb") as f:
+        try:  # without blocking in open: a FIFO nobody writes yet waits in stream.read's poll
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0) as f:
                 data = stream.read(f, path, max_time)
         except OSError as exc:
             raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
@@ -285,7 +285,7 @@ def decode_input(data: bytes, path: str) -> str:
     if data.startswith(BYTECODE_MAGIC) or path.endswith(BYTECODE_SUFFIX):
         return bytecode_text(data, path)
     try:
-        return data.decode()
+        return _closed(data.decode(), path)
     except UnicodeDecodeError as exc:
         bad = exc.start
     stem = os.path.splitext(path)[0] if path != "-" else "input"
@@ -298,6 +298,23 @@ def decode_input(data: bytes, path: str) -> str:
         f"input {path!r} is not UTF-8 text: byte 0x{data[bad]:02x} at line {line}, "
         f"column {column} is not UTF-8 (if the file is Latin-1: {convert})",
     )
+
+
+_SECTION = re.compile(r"^\s*\{-#", re.MULTILINE)
+
+
+def _closed(text: str, path: str) -> str:
+    """text, unless its resource section (`{-# ... #-}`) is never closed: a file cut off
+    there (a download that stopped inside a blob) crashes MLIR's parser now and then."""
+    opened = _SECTION.search(text, max(0, text.rfind("#-}")))  # a section after the last close
+    if opened is not None:
+        line = text.count("\n", 0, opened.start()) + 1
+        raise UserError(
+            EXIT_BAD_INPUT,
+            f"input {path!r} ends inside its resource section: the '{{-#' at line {line} is never closed "
+            "with '#-}' (a truncated file?)",
+        )
+    return text
 
 
 def bytecode_text(data: bytes, path: str) -> str:

@@ -47,7 +47,7 @@ EXIT_CODES = {
     "another of them (OUTPUT.lock and the state directory included), or not writable; -o that is not a regular "
     "file; an OUTPUT.lock or a --state-dir holding files ireereduce did not write",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8), "
-    "a stream still coming past a quarter of the memory available, or an empty stdin; a --parameters archive missing or unreadable, or without a key the input uses",
+    "a stream still coming past a quarter of the memory available, a resource section never closed, or an empty stdin; a --parameters archive missing or unreadable, or without a key the input uses",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
     "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",

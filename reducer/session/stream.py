@@ -49,7 +49,8 @@ def read(f: BinaryIO, name: str, max_time: float | None, limit: int | None = Non
             raise UserError(
                 EXIT_STOPPED,
                 f"--max-time {max_time:g} ran out while reading the input {name!r} "
-                f"({_mib(size)} read and it is still coming); nothing was written",
+                + (f"({_mib(size)} read and it is still coming)" if size else "(nothing came from it)")
+                + "; nothing was written",
             )
         if not ready.poll(1000):  # a second at most: the time limit is looked at again
             continue
