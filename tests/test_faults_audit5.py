@@ -70,3 +70,14 @@ def test_scalar_arguments_reach_both_configurations(tmp_path: Path):
     assert done.returncode == session.EXIT_NOT_INTERESTING, done.stderr
     line = error_line(done.stderr)
     assert "both configurations give the same outputs" in line, line
+
+
+@pytest.mark.parametrize("length", [251, 260])
+def test_an_output_name_too_long_is_said_so(case: Path, length: int):
+    """A16/Q01 (weak): the lock's lookup failed with 'File name too long', and the line
+    said the lock existed and was not ireereduce's."""
+    done = cli(case, "input.mlir", "--check", "./check.sh", "-o", "a" * length)
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    line = error_line(done.stderr)
+    assert "is too long for its file system" in line and "lock file" not in line, line
+    assert_clean(case)

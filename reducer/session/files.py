@@ -464,6 +464,7 @@ def _check_derived(settings: Settings, output: str, protected: dict[str, str], g
         for real in given:
             if real.startswith(inside):
                 raise UserError(EXIT_USAGE, f"{given[real]} is inside the state directory {state}; give another path")
+    _name_fits(output, lock)
     why = foreign_lock(lock)
     if why is not None:
         raise UserError(
@@ -471,6 +472,23 @@ def _check_derived(settings: Settings, output: str, protected: dict[str, str], g
             f"{lock} exists and is not an ireereduce lock file ({why}); ireereduce never writes or removes it: "
             "move it away, or give another -o",
         )
+
+
+def _name_fits(output: str, lock: str) -> None:
+    """The output's name and its lock's fit the file system (255 bytes a name on most):
+    else the lock's lookup fails with 'File name too long', which read as a lock of
+    someone else's."""
+    try:
+        os.lstat(lock)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            size = len(os.path.basename(output).encode())
+            when = "" if size > 255 else " once '.lock' is added for the lock beside it"
+            raise UserError(
+                EXIT_USAGE,
+                f"the output name {os.path.basename(output)[:40]}... ({size} bytes) is too long for its "
+                f"file system{when}; give a shorter -o",
+            ) from None
 
 
 def _check_writable(flag: str, path: str, target: Target, output_file: bool) -> None:
