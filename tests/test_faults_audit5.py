@@ -81,3 +81,15 @@ def test_an_output_name_too_long_is_said_so(case: Path, length: int):
     line = error_line(done.stderr)
     assert "is too long for its file system" in line and "lock file" not in line, line
     assert_clean(case)
+
+
+def test_a_refused_run_clears_what_a_killed_run_left(case: Path):
+    """F05/F08/F09 (weak): after a kill -9, a run refused at its command line left the
+    killed run's temp dir (only a run that got going removed it)."""
+    from test_faults import _killed_run
+
+    _killed_run(case)
+    assert [p.name for p in (case / "tmp").iterdir() if p.name.startswith("ireereduce-run-")]
+    done = cli(case, "input.mlir", "--check", "./check.sh", "--timeout", "nan")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert list((case / "tmp").iterdir()) == []  # the lock and the state stay, for a resume
