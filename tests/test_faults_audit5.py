@@ -93,3 +93,12 @@ def test_a_refused_run_clears_what_a_killed_run_left(case: Path):
     done = cli(case, "input.mlir", "--check", "./check.sh", "--timeout", "nan")
     assert done.returncode == session.EXIT_USAGE, done.stderr
     assert list((case / "tmp").iterdir()) == []  # the lock and the state stay, for a resume
+
+
+@pytest.mark.parametrize("chosen", [("--strategies", "text-lines"), ("--strategies", "inline-parameters")])
+def test_strategies_that_find_nothing_to_try_are_said(case: Path, chosen: tuple[str, str]):
+    """H45/H46 (weak): exit 0 with nothing tried and no word."""
+    done = cli(case, "input.mlir", "--check", "./check.sh", "-o", "out.mlir", *chosen)
+    assert done.returncode == session.EXIT_OK, done.stderr
+    assert "found nothing to try on this program; it is not known to be minimal" in done.stderr
+    assert_clean(case)

@@ -491,6 +491,7 @@ class Run:
                 raise LimitReached(self.result(), getattr(exc, "reason", str(exc))) from None
             raise Interrupted(self.result()) from None
         self.monitor.phase("finishing")
+        self._tell_idle_strategies()
         # Nothing committed: keep the start as it was, not re-printed (which may be longer).
         final = self.ws.program.text if len(self.history) > 1 and self.floor is None else text
         # Tidying (text mode), --reduce-flags and --for-upstream check programs of their
@@ -509,6 +510,19 @@ class Run:
             final = tidy_whitespace(final, self.judged, self.begin.findings)
             self._committed(final)
         return final, early_rechecks
+
+    def _tell_idle_strategies(self) -> None:
+        """Strategies the user chose that found nothing to try on this program (a text
+        strategy on parseable MLIR, inline-parameters without --parameters): exit 0 with
+        the input as it was would read as 'already minimal'."""
+        chosen = self.settings.strategies or self.settings.skip_strategies
+        if chosen and not any(s.candidates for s in self.engine.stats.per_strategy.values()):
+            ran = ", ".join(self.engine.stats.per_strategy) or f"none of them works on {self.ws.mode} programs"
+            self.begin.findings.notes.append(
+                f"the strategies left by --strategies/--skip-strategies ({ran}) found nothing to try on this "
+                "program; it is not known to be minimal"
+            )
+            log.warning("%s", self.begin.findings.notes[-1])
 
     def _engine(self) -> Engine:
         """The primed engine if it started from this very program, else a new one."""
