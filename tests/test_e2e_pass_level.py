@@ -158,3 +158,21 @@ def test_the_passes_the_failure_does_not_need_leave_the_pipeline_and_the_output_
     left = reproducer.find(out.read_text())
     assert left is not None and left.pipeline == found.pipeline, result.findings.flags_removed
     assert replay(out).matches(replay(src))
+
+
+def test_pass_level_on_dask_workers_gives_the_local_output(tmp_path: Path):
+    """The replays run on an embedded Dask cluster's workers (iree-opt found there): the
+    same reproducer and the same output as the local pool's."""
+    src = tmp_path / "model.mlir"
+    src.write_text(EXAMPLE.read_text())
+    outputs = {}
+    for executor in ("local", "dask"):
+        out = tmp_path / f"{executor}.mlir"
+        result = reduce_file(
+            Settings(str(src), compile=CMD, pass_level=True, output=str(out), jobs=2, executor=executor)
+        )
+        assert result.oracle is not None and result.oracle.kind == "pass-replay"
+        assert result.findings.pass_level is not None and result.stats.oracle_calls > 10
+        outputs[executor] = out.read_text()
+    assert outputs["dask"] == outputs["local"]
+    assert replay(tmp_path / "dask.mlir").first_error == compile_failure(src).first_error
