@@ -83,18 +83,6 @@ def test_an_output_name_too_long_is_said_so(case: Path, length: int):
     assert_clean(case)
 
 
-def test_a_refused_run_clears_what_a_killed_run_left(case: Path):
-    """F05/F08/F09 (weak): after a kill -9, a run refused at its command line left the
-    killed run's temp dir (only a run that got going removed it)."""
-    from test_faults import _killed_run
-
-    _killed_run(case)
-    assert [p.name for p in (case / "tmp").iterdir() if p.name.startswith("ireereduce-run-")]
-    done = cli(case, "input.mlir", "--check", "./check.sh", "--timeout", "nan")
-    assert done.returncode == session.EXIT_USAGE, done.stderr
-    assert list((case / "tmp").iterdir()) == []  # the lock and the state stay, for a resume
-
-
 @pytest.mark.parametrize("chosen", [("--strategies", "text-lines"), ("--strategies", "inline-parameters")])
 def test_strategies_that_find_nothing_to_try_are_said(case: Path, chosen: tuple[str, str]):
     """H45/H46 (weak): exit 0 with nothing tried and no word."""

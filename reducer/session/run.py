@@ -6,7 +6,6 @@ executor every check of the run goes through."""
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import logging
 import math
 import os
@@ -25,7 +24,7 @@ from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
-from reducer.core.oracle import Oracle, Verdict, remove_stale_runs, run_scope
+from reducer.core.oracle import Oracle, Verdict, run_scope
 from reducer.core.processes import interrupts_kept
 from reducer.core.resources import Blobs
 from reducer.core.state import Busy, OutputLock
@@ -105,8 +104,6 @@ def reduce_file(
 ) -> Result:
     """Reduce settings.input; the output holds the smallest interesting program found."""
     began = time.monotonic()
-    with contextlib.suppress(OSError):  # first: a run refused below still clears what a killed one left
-        remove_stale_runs()
     settings = attrs.evolve(settings, jobs=settings.workers())
     _check_settings(settings)
     check_paths(settings)
