@@ -5,6 +5,7 @@ MLIR bindings drop is found, stripped and written back."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import needs_iree
@@ -164,3 +165,29 @@ def test_the_sources_a_codegen_error_points_into_are_picked(tmp_path):
     assert reproducer._failing_sources(str(dump), by_place) == ["module_main_dispatch_2.mlir"]
     assert reproducer._failing_sources(str(dump), "model.mlir:99:1: error: x\n") == []
     assert reproducer._failing_sources(str(tmp_path / "none"), named) == []
+
+
+def test_the_reproducer_is_written_inside_the_runs_directory(tmp_path, monkeypatch):
+    """Triage's scratch (the reproducer, the dumped sources) lives in the run's directory:
+    a run killed with SIGKILL there leaves nothing that the next run's sweep misses (a
+    directory of its own in TMPDIR stayed for good)."""
+    from reducer.core import oracle as core
+    from reducer.session import Settings, make_oracle
+
+    seen, record = tmp_path / "seen", tmp_path / "record.sh"
+    record.write_text(
+        f'#!/bin/sh\nfor a; do case $a in --mlir-pass-pipeline-crash-reproducer=*) echo "${{a#*=}}" >> {seen};; '
+        "esac; done\nexit 1\n"
+    )
+    record.chmod(0o755)
+    (tmp_path / "in.mlir").write_text("module {}\n")
+    compiles = make_oracle(
+        Settings(str(tmp_path / "in.mlir"), compile=f"{record} {{input}} -o /dev/null"), "in.mlir", 10
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setenv(core.RUN_DIR_ENV, str(run))
+    assert reproducer.local(compiles, b"module {}\n") is None  # the stand-in compiler writes none
+    written = Path(seen.read_text().strip())
+    assert written.parent.parent == run and written.parent.name.startswith("ireereduce-repro-")
+    assert list(run.iterdir()) == []  # and removed when done

@@ -341,14 +341,23 @@ def sweep(variable: str, value: str) -> int:
 
 
 @contextlib.contextmanager
-def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
-    """A fresh temporary directory holding the candidate under the input's file name,
-    inside the run's directory when there is one."""
+def scratch_dir(prefix: str = "ireereduce-") -> Iterator[str]:
+    """A fresh temporary directory inside the run's directory when there is one: it goes
+    with the run's, also when the next run sweeps what a kill -9 left (a directory of
+    its own in TMPDIR would stay there for good)."""
     scoped = _task_scope.get()
     parent = scoped[0] if scoped is not None else os.environ.get(RUN_DIR_ENV)
     if parent is not None and not os.path.isdir(parent):
         parent = None
-    with tempfile.TemporaryDirectory(prefix="ireereduce-", dir=parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as tmp:
+        yield tmp
+
+
+@contextlib.contextmanager
+def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
+    """A fresh temporary directory holding the candidate under the input's file name,
+    inside the run's directory when there is one."""
+    with scratch_dir() as tmp:
         path = os.path.join(tmp, basename)
         with open(path, "wb") as f:
             write_data(f, data)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import tempfile
 import time
 
 import attrs
 
 from reducer.core import codec
 from reducer.core.executor import Executor
+from reducer.core.oracle import scratch_dir
 from reducer.iree.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def isolate(oracle: CompileOracle, data: bytes, executor: Executor) -> Isolated:
     """The first (by name) executable that fails alone the way the program fails. The dump
     runs here (its files are read here); the executables are checked on the executor."""
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ireereduce-sources-") as out:
+    with scratch_dir("ireereduce-sources-") as out:
         dumping = oracle.with_command(
             oracle.command.plus(f"--iree-hal-dump-executable-sources-to={out}", "--compile-to=executable-sources")
         )

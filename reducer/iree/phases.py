@@ -12,11 +12,11 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import tempfile
 
 import attrs
 
 from reducer.core.executor import Executor
+from reducer.core.oracle import scratch_dir
 from reducer.iree.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def start_from_dump(
     if i == 0:
         return None
     before = PHASES[i - 1]
-    with tempfile.TemporaryDirectory(prefix="ireereduce-phases-") as out:
+    with scratch_dir("ireereduce-phases-") as out:
         dumping = oracle.with_command(
             oracle.command.plus(f"--dump-compilation-phases-to={out}", f"--compile-to={before}")
         )

@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 import time
 
 import attrs
 
 from reducer.core import codec
+from reducer.core.oracle import scratch_dir
 from reducer.iree.oracles.compile import CompileOracle
 from reducer.iree.oracles.replay import NO_THREADS, ReplayOracle
 
@@ -101,7 +101,7 @@ def local(oracle: CompileOracle, data: bytes) -> Local | None:
     iree-compile wrote none (the failure is not inside a pass). The file is read here, as
     dispatch isolation reads its dump."""
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ireereduce-repro-") as out:
+    with scratch_dir("ireereduce-repro-") as out:
         found = _written(oracle, data, out)
     return Local(found[0], found[1], time.monotonic() - start) if found is not None else None
 
@@ -114,7 +114,7 @@ def in_executable(oracle: CompileOracle, data: bytes) -> Local | None:
     shipped example's 2 s compile); one executable's costs a fraction of a second, and
     its IR holds that executable only. None when no source fails alone so."""
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ireereduce-repro-") as out:
+    with scratch_dir("ireereduce-repro-") as out:
         dump = os.path.join(out, "sources")
         failed = oracle.with_command(
             oracle.command.plus(f"--iree-hal-dump-executable-sources-to={dump}", "--mlir-print-debuginfo")
