@@ -166,3 +166,20 @@ def test_allow_slippage_reaches_the_mismatch_oracle(allow: bool):
         allow_slippage=allow,
     )
     assert make_oracle(settings, "in.mlir", 10.0).allow_slippage is allow
+
+
+def test_the_reports_commands_give_scalars_as_bare_values(tmp_path: Path):
+    """The report's iree-run-module commands spell inputs as the checks do: a scalar f32
+    as `-2.0`, never `f32=-2.0` (which iree-run-module refuses), a tensor as a .npy file."""
+    from reducer.iree import evidence
+
+    taken = [
+        ("f32", np.array(-2.0, np.float32)),
+        ("index", np.array(5)),
+        ("i32", np.array(3, np.int32)),
+        ("tensor<2xf32>", np.array([1.0, 2.0], np.float32)),
+    ]
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    assert evidence._flags(taken, str(folder), "") == ["-2.0", "5", "3", "@inputs/input3.npy"]
+    assert np.array_equal(np.load(folder / "input3.npy"), taken[3][1])

@@ -55,7 +55,7 @@ def _flags(taken: list[tuple[str, np.ndarray]], folder: str, prefix: str) -> lis
     """iree-run-module --input values: tensors as .npy files in folder, scalars inline."""
     out = []
     for k, (t, value) in enumerate(taken):
-        if t == "index" or inputs.parse(t)[0] is None:
+        if inputs.parse(t)[0] is None:  # index too
             out.append(inputs.scalar(value, t))
         else:
             file = f"{prefix}input{k}.npy"

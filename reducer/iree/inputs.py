@@ -160,7 +160,7 @@ def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
 def flag(value: np.ndarray, t: str, path: str) -> str:
     """The --input flag giving value to an argument of type t (a .npy at path for a tensor)."""
     value = cast(value, t)
-    if t == "index" or parse(t)[0] is None:
+    if parse(t)[0] is None:  # index too
         return f"--input={scalar(value, t)}"
     np.save(path, value)
     return f"--input=@{path}"
