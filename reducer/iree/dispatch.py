@@ -43,6 +43,11 @@ def _natural(name: str) -> list[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
 
 
+def compiled_alone(oracle: CompileOracle) -> CompileOracle:
+    """The oracle's compile, of one dumped executable source on its own."""
+    return oracle.with_command(oracle.command.plus("--compile-mode=hal-executable"))
+
+
 def isolate(oracle: CompileOracle, data: bytes, executor: Executor) -> Isolated:
     """The first (by name) executable that fails alone the way the program fails. The dump
     runs here (its files are read here); the executables are checked on the executor."""
@@ -57,7 +62,7 @@ def isolate(oracle: CompileOracle, data: bytes, executor: Executor) -> Isolated:
         for n in names:
             with open(os.path.join(out, n)) as f:
                 sources[n] = f.read()
-    alone = oracle.with_command(oracle.command.plus("--compile-mode=hal-executable"))
+    alone = compiled_alone(oracle)
     verdicts = executor.map([sources[n].encode() for n in names], alone)
     failing = tuple(n for n, v in zip(names, verdicts) if v.interesting)
     for n, v in zip(names, verdicts):

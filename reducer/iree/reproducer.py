@@ -18,6 +18,7 @@ import attrs
 
 from reducer.core import codec
 from reducer.core.oracle import scratch_dir
+from reducer.iree import dispatch
 from reducer.iree.oracles.compile import CompileOracle
 from reducer.iree.oracles.replay import NO_THREADS, ReplayOracle
 
@@ -119,7 +120,7 @@ def in_executable(oracle: CompileOracle, data: bytes) -> Local | None:
         failed = oracle.with_command(
             oracle.command.plus(f"--iree-hal-dump-executable-sources-to={dump}", "--mlir-print-debuginfo")
         ).run(data)
-        alone = oracle.with_command(oracle.command.plus("--compile-mode=hal-executable"))
+        alone = dispatch.compiled_alone(oracle)
         for compiles, name in enumerate(_failing_sources(dump, failed.stderr_tail)[:MOST_ALONE], start=2):
             with open(os.path.join(dump, name), "rb") as f:
                 found = _written(alone, f.read(), out)
