@@ -85,5 +85,10 @@ def test_a_stream_that_ends_is_read_whole():
     assert got == data
 
 
-def test_the_cap_is_a_share_of_memory_and_never_below_the_floor():
-    assert stream.cap() >= stream.FLOOR
+def test_the_cap_is_a_share_of_memory_and_never_below_the_floor(tmp_path: Path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       25165824 kB\nMemAvailable:    8388608 kB\n")  # 8 GiB available
+    assert stream.cap(str(meminfo)) == 2 << 30
+    meminfo.write_text("MemAvailable:     102400 kB\n")  # 100 MiB: the floor
+    assert stream.cap(str(meminfo)) == stream.FLOOR
+    assert stream.cap() >= stream.FLOOR  # this machine's

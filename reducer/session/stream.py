@@ -18,11 +18,11 @@ CHUNK = 1 << 20
 FLOOR = 256 << 20
 
 
-def cap() -> int:
+def cap(meminfo: str = "/proc/meminfo") -> int:
     """A quarter of the memory available now: the run holds the text, its parse and the copies
     its workers print, so an input past that could not be reduced here anyway."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(meminfo) as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
                     return max(FLOOR, int(line.split()[1]) * 1024 // 4)
