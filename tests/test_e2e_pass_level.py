@@ -176,3 +176,25 @@ def test_pass_level_on_dask_workers_gives_the_local_output(tmp_path: Path):
         outputs[executor] = out.read_text()
     assert outputs["dask"] == outputs["local"]
     assert replay(tmp_path / "dask.mlir").first_error == compile_failure(src).first_error
+
+
+def test_an_executables_reproducer_that_replays_otherwise_falls_back_to_the_whole_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """When the executable compiled alone gives a reproducer whose replay does not fail
+    the compile's way, the whole compile writes one, as before the shortcut."""
+    calls = []
+
+    def passing(oracle, data):
+        calls.append(1)
+        return reproducer.Local("module {}\n", reproducer.Reproducer("builtin.module(cse)"), 0.1, 2, "x.mlir")
+
+    monkeypatch.setattr(reproducer, "in_executable", passing)
+    src = tmp_path / "model.mlir"
+    src.write_text(EXAMPLE.read_text())
+    out = tmp_path / "out.mlir"
+    result = reduce_file(Settings(str(src), compile=CMD, pass_level=True, output=str(out), jobs=2))
+    level = result.findings.pass_level
+    assert calls == [1] and level is not None and level["executable"] is None
+    assert "iree-convert-to-llvm" in str(level["pipeline"])
+    assert replay(out).first_error == compile_failure(src).first_error
