@@ -99,7 +99,7 @@ def versions() -> dict[str, str]:
 def clean_output(text: str, name: str) -> str:
     """The candidate's temporary path becomes the repro's file name; long output is cut."""
     tmp = re.escape(tempfile.gettempdir())
-    text = re.sub(tmp + r"/ireereduce-[^/\s]+/[^\s:]+", name, text)
+    text = re.sub(tmp + r"/ireereduce-[^/\s]+/[^\s:]+", lambda _: name, text)  # a name is no template
     lines = text.rstrip().splitlines()
     if len(lines) > OUTPUT_LINES:
         half = OUTPUT_LINES // 2
