@@ -99,6 +99,20 @@ def check_limits() -> None:
         raise UserError(EXIT_EXECUTOR, str(exc)) from None
 
 
+def _reproducer_as_text(settings: Settings) -> None:
+    """A crash reproducer's output carries its pipeline in an `mlir_reproducer` resource
+    after the program, which MLIR bytecode written here cannot hold: such an output
+    would be neither bytecode iree-opt reads nor a reproducer it replays."""
+    output = settings.output or default_output(settings.input)
+    if (settings.pass_level or settings.pass_pipeline is not None) and settings.output_bytecode(output):
+        asked = "--emit-bytecode" if settings.emit_bytecode else f"-o {output}"
+        raise UserError(
+            EXIT_USAGE,
+            f"{asked}: a crash reproducer is written as text (its mlir_reproducer resource, the pipeline "
+            "iree-opt --run-reproducer replays, cannot be carried in bytecode); give -o NAME.mlir",
+        )
+
+
 def reduce_file(
     settings: Settings, executor_factory: type[Executor] | None = None, monitor: Monitor | None = None
 ) -> Result:
@@ -113,6 +127,7 @@ def reduce_file(
         else load_input(settings.input, max_time=settings.max_time)
     )
     settings = triage.replayed(settings, given.text)  # a crash reproducer: its replay is the oracle
+    _reproducer_as_text(settings)
     check_oracle(settings)
     supplies = wiring.open_archives(settings, given.text)  # before any worker: a missing archive is one line
     _say_unusable_tmpdir()
