@@ -446,3 +446,48 @@ def test_an_output_through_a_missing_directory_is_a_bad_path(case: Path):
     )
     assert "./sub/.." in line
     assert_clean(case)
+
+
+# -- reports, stats and progress never replace a file of the user's (audit 6, w09) --------
+@pytest.mark.parametrize(
+    "flag, name",
+    [("--report", "r.md"), ("--report-json", "r.json"), ("--stats-json", "s.json"), ("--progress-json", "p.jsonl")],
+)
+def test_a_report_path_holding_a_users_file_is_refused(case: Path, flag: str, name: str):
+    (case / name).write_text("# my notes\n{}\n")
+    _refused(
+        case,
+        ["input.mlir", "-c", "./check.sh", flag, name],
+        session.EXIT_USAGE,
+        flag,
+        name,
+        "not a file ireereduce wrote",
+    )
+
+
+def test_a_rerun_replaces_the_reports_it_wrote(case: Path):
+    """What the refusal must not break: the same command twice, each time new reports."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    names = {"--report": "r.md", "--report-json": "r.json", "--stats-json": "s.json", "--progress-json": "p.jsonl"}
+    args = ["input.mlir", "-c", "./check.sh", "-o", "out.mlir", *(a for pair in names.items() for a in pair)]
+    first = cli(case, *args)
+    assert first.returncode == session.EXIT_OK, first.stderr
+    for name in names.values():
+        (case / name).write_bytes((case / name).read_bytes() + b"\n(stale)")
+    (case / "out.mlir").unlink()
+    second = cli(case, *args)
+    assert second.returncode == session.EXIT_OK, second.stderr
+    assert all(b"(stale)" not in (case / name).read_bytes() for name in names.values())
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("kind", ["file", "folder of the user's"])
+def test_the_reports_inputs_folder_holding_a_users_file_is_refused(case: Path, kind: str):
+    if kind == "file":
+        (case / "r.md.inputs").write_text("mine")
+    else:
+        (case / "r.md.inputs").mkdir()
+        (case / "r.md.inputs" / "notes.txt").write_text("mine")
+    _refused(
+        case, ["input.mlir", "-c", "./check.sh", "--report", "r.md"], session.EXIT_USAGE, "--report", "r.md.inputs"
+    )

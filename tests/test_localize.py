@@ -14,6 +14,7 @@ import pytest
 from conftest import needs_iree
 from programs import COMPILE
 
+from reducer import session
 from reducer.session import Settings, make_oracle, reduce_file
 from reducer.session.settings import EXIT_BAD_INPUT, UserError
 
@@ -172,6 +173,31 @@ def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path)
     assert "math.powf" in cut and "func.call" not in cut and cut.count("linalg.matmul") == 1
     given = np.load(tmp_path / "cut.mlir.inputs" / "input0.npy")
     assert given.shape == (4, 8) and np.isfinite(given).all()  # what dispatch #1 read: before the NaN
+    again = subprocess.run(proc.args, capture_output=True, text=True)  # the cut is kept: --fresh replaces it
+    assert again.returncode == session.EXIT_USAGE and "cut.mlir exists" in again.stderr, again.stderr
+    assert out.read_text() == cut
+
+
+@pytest.mark.parametrize("where", ["output", "inputs folder"])
+def test_localize_only_never_replaces_a_users_file(tmp_path: Path, where: str):
+    """Refused before any compile: a file of the user's at -o (without --fresh), or in
+    the folder its inputs go to (even with --fresh, which replaces only the cut)."""
+    mine = tmp_path / ("cut.mlir" if where == "output" else "cut.mlir.inputs/notes.txt")
+    mine.parent.mkdir(exist_ok=True)
+    mine.write_text("my notes\n")
+    (tmp_path / "mlp.mlir").write_text("func.func @main() {\n  return\n}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer", str(tmp_path / "mlp.mlir"), "-o", str(tmp_path / "cut.mlir")]
+        + ["--localize-only", "--backends", "llvm-cpu,vmvx"]
+        + ([] if where == "output" else ["--fresh"]),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert ("cut.mlir exists" if where == "output" else "notes.txt") in proc.stderr
+    assert mine.read_text() == "my notes\n"
+    left = {"mlp.mlir", mine.name} | ({"cut.mlir.inputs"} if where != "output" else set())
+    assert {p.name for p in tmp_path.rglob("*")} == left
 
 
 @needs_iree

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import re
 import shlex
@@ -382,7 +383,66 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         if inode is not None:
             seen_files[inode] = flag
         _check_writable(flag, path, target, output_file=path == output)
+        if not target.stream:
+            _not_the_users(flag, path, target.path)
+    where = settings.report or settings.report_json
+    if where and where != "-":  # a mismatch's report ships the inputs of its commands there
+        check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs")
     _check_derived(settings, output, protected, {real: f"{flag} {path}" for real, (flag, path) in seen.items()})
+
+
+#: What a file holds when ireereduce wrote it, per flag: a file there without it is the
+#: user's, and is never replaced (the output is judged by the check instead).
+_MARKS = {
+    "--report": b"Reduced by ireereduce ",
+    "--report-json": b'"schema": "ireereduce-report/',
+    "--stats-json": b'"schema": "ireereduce-stats/',
+    "--progress-json": b'"schema": "ireereduce-progress/',
+}
+
+
+def _not_the_users(flag: str, path: str, real: str) -> None:
+    """A report, stats or progress path may name a file only if it is empty or one an
+    earlier run wrote: a rerun replaces its own report, never a file of the user's."""
+    mark = _MARKS.get(flag)
+    try:
+        with open(real, "rb") as f:
+            if mark is None or not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or os.fstat(f.fileno()).st_size == 0:
+                return
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                if data.find(mark) >= 0:
+                    return
+    except OSError:
+        return  # not there (or not readable: _check_writable said what it could)
+    raise UserError(
+        EXIT_USAGE,
+        f"{flag} {path} exists and is not a file ireereduce wrote; ireereduce never overwrites it "
+        "(move it away or give another path)",
+    )
+
+
+#: The files ireereduce writes into an inputs folder (`evidence.ship`, `--localize-only`).
+_INPUT_FILE = re.compile(r"(b-)?input[0-9]+\.npy")
+
+
+def check_inputs_folder(flag: str, folder: str) -> None:
+    """The folder a mismatch's inputs go to may hold only inputs an earlier run wrote:
+    a file of the user's there would be replaced, and a file named so is no folder."""
+    if not os.path.lexists(folder):
+        return
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        raise UserError(
+            EXIT_USAGE,
+            f"{flag}: {folder} is where the inputs of its commands go, and it is not a folder ireereduce made; "
+            "move it away or give another path",
+        )
+    theirs = sorted(n for n in os.listdir(folder) if not _INPUT_FILE.fullmatch(n))
+    if theirs:
+        raise UserError(
+            EXIT_USAGE,
+            f"{flag}: {folder} is where the inputs of its commands go, and it holds files ireereduce did not write "
+            f"({theirs[0]}{', ...' if len(theirs) > 1 else ''}); move them away or give another path",
+        )
 
 
 def _loops(path: str) -> bool:

@@ -15,6 +15,7 @@ import attrs
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
 from reducer.session.settings import (
+    EXIT_CANNOT_WRITE,
     EXIT_NOT_INTERESTING,
     EXIT_OK,
     EXIT_USAGE,
@@ -296,9 +297,18 @@ def localize_only(path: str, options: dict[str, Any]) -> int:
 
 def _localize_only(settings: Settings) -> int:
     from reducer.iree import cut, localize
-    from reducer.session.files import default_output, read_input
+    from reducer.session.files import check_inputs_folder, default_output, read_input, save
     from reducer.session.wiring import make_oracle
 
+    output = settings.output or default_output(settings.input)
+    if not settings.fresh and os.path.isfile(output) and os.path.getsize(output):
+        raise UserError(
+            EXIT_USAGE,
+            f"{output} exists; --localize-only writes the cut program there and never replaces a file "
+            "(give -o another path, or --fresh to replace it)",
+        )
+    folder = output + ".inputs"
+    check_inputs_folder("--localize-only", folder)
     text = settings.text if settings.text is not None else read_input(settings.input)
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     oracle = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
@@ -318,14 +328,15 @@ def _localize_only(settings: Settings) -> int:
     except cut.NotCut as exc:
         print(f"not cut out: {exc}")
         return EXIT_OK
-    output = settings.output or default_output(settings.input)
-    folder = output + ".inputs"
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            EXIT_CANNOT_WRITE, f"cannot make {folder} for the cut program's inputs: {exc.strerror}"
+        ) from None
     for k, blob in enumerate(done.oracle.given):
-        with open(os.path.join(folder, f"input{k}.npy"), "wb") as f:
-            f.write(blob)
-    with open(output, "w") as f:
-        f.write(done.text)
+        save(os.path.join(folder, f"input{k}.npy"), blob, "the cut program's input")
+    save(output, done.text.encode(), "the cut program")
     given = ",".join(os.path.join(folder, f"input{k}.npy") for k in range(len(done.oracle.given)))
     print(
         f"cut out: {output} ({done.oracle.expected.describe() if done.oracle.expected else 'mismatches'}); "
