@@ -188,6 +188,23 @@ def test_a_mismatch_that_differs_another_way_is_a_different_bug(tmp_path: Path):
     assert loose.run(slipped).outcome == "interesting"
 
 
+def test_a_function_the_module_does_not_export_is_named_with_those_it_does():
+    """--function nope used to end in "no exported function to run", naming neither."""
+    from reducer.iree.oracles import MismatchOracle, parse_command
+
+    backend = COMPILE.split("llvm-cpu")[0]
+    oracle = MismatchOracle(
+        parse_command(f"{COMPILE} {{input}} -o {{output}}", needs_output=True),
+        parse_command(f"{backend}vmvx {{input}} -o {{output}}", needs_output=True),
+        "in.mlir",
+        60.0,
+        function="nope",
+    )
+    verdict = oracle.run(SLIP.format(powf=POWF).encode())
+    assert not verdict.interesting and verdict.outcome == "run failed"
+    assert "--function nope: the module exports no such function (it has main)" in oracle.why_not(verdict)
+
+
 def test_a_compile_time_regression_is_reduced_to_what_makes_it_slow(tmp_path: Path):
     """Const-eval JIT-runs a 4096x4096 matmul of constants: seconds of compiling. The same
     program with a 1x1 matmul (what shrink-tensors tries) takes what any const-eval

@@ -158,8 +158,8 @@ class MismatchOracle(Oracle):
             done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"compile {side}: {r.stderr}")
             return done
         entry = self._entry(vmfb, tmp)
-        if entry is None:
-            done.failed = ("run failed", r.returncode, "no exported function to run")
+        if isinstance(entry, str):
+            done.failed = ("run failed", r.returncode, entry)
             return done
         done.function, types, n_out = entry
         done.types = types
@@ -217,19 +217,20 @@ class MismatchOracle(Oracle):
     ) -> Verdict:
         return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, detail[-4000:], outcome, sig)
 
-    def _entry(self, vmfb: str, tmp: str) -> tuple[str, list[str], int] | None:
+    def _entry(self, vmfb: str, tmp: str) -> tuple[str, list[str], int] | str:
+        """The function to run: its name, argument types and result count; else why none."""
         try:
             dump = subprocess.run(
                 [resolve_tool("iree-dump-module"), vmfb], capture_output=True, text=True, timeout=self.timeout, cwd=tmp
             ).stdout
         except subprocess.TimeoutExpired:
-            return None
+            return "no exported function to run (iree-dump-module timed out)"
         found = declarations(dump)
         if not found:
-            return None
+            return "no exported function to run"
         name = self.function if self.function in found else "main" if "main" in found else next(iter(found))
         if self.function and self.function != name:
-            return None
+            return f"--function {self.function}: the module exports no such function (it has {', '.join(found)})"
         return (name, *found[name])
 
     def failure(self) -> signature.Signature | None:
