@@ -90,6 +90,10 @@ def backends(value: str, flags: str | None) -> tuple[str, str, bool]:
         )
     if len(given) != 2:
         raise click.UsageError(f"--backends: give two backends, e.g. {','.join(LOCAL_BACKENDS)}")
+    if given[0] == given[1]:  # --compile's extra flags go to both: the outputs could never differ
+        raise click.UsageError(
+            f"--backends: {value} names {given[0]} twice; give two different backends, e.g. {','.join(LOCAL_BACKENDS)}"
+        )
     extra = flags or ""
     if "{input}" in extra:
         raise click.UsageError("with --backends, --compile holds only extra flags (no {input})")

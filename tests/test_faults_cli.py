@@ -206,6 +206,10 @@ def test_a_bad_command_line_is_one_line_and_exit_2(case: Path, args: list[str], 
             "--backends: unknown backend foo, bar; the local backends are llvm-cpu, vmvx",
         ),
         (
+            ["--backends", "vmvx,vmvx"],
+            "--backends: vmvx,vmvx names vmvx twice; give two different backends, e.g. llvm-cpu,vmvx",
+        ),
+        (
             ["--compile", "iree-compile {input} -o /dev/null", "--test-arg", "x"],
             "--test-arg goes with --check, not with --compile",
         ),
@@ -215,7 +219,15 @@ def test_a_bad_command_line_is_one_line_and_exit_2(case: Path, args: list[str], 
             '--run: cannot split the command "iree-run-module \'x"',
         ),
     ],
-    ids=["rtol-negative", "atol-negative", "backends-unknown", "test-arg-with-compile", "compile-quote", "run-quote"],
+    ids=[
+        "rtol-negative",
+        "atol-negative",
+        "backends-unknown",
+        "backends-twice",
+        "test-arg-with-compile",
+        "compile-quote",
+        "run-quote",
+    ],
 )
 def test_a_built_in_oracles_bad_options_are_one_line_and_exit_2(case: Path, args: list[str], words: str):
     """Refused before any compile: nothing runs, nothing is written."""
