@@ -205,6 +205,24 @@ def test_a_function_the_module_does_not_export_is_named_with_those_it_does():
     assert "--function nope: the module exports no such function (it has main)" in oracle.why_not(verdict)
 
 
+def test_a_side_that_does_not_compile_is_told_by_its_error_line():
+    """f32 demoted to f16 on a scalar function: vmvx's compile fails, its last stderr line
+    a caret under the source; the reason given used to be that caret alone."""
+    from reducer.iree.oracles import MismatchOracle, parse_command
+
+    vmvx = COMPILE.split("llvm-cpu")[0] + "vmvx"
+    oracle = MismatchOracle(
+        parse_command(f"{vmvx} {{input}} -o {{output}}", needs_output=True),
+        parse_command(f"{vmvx} --iree-input-demote-f32-to-f16 {{input}} -o {{output}}", needs_output=True),
+        "in.mlir",
+        60.0,
+    )
+    verdict = oracle.run(b"func.func @main(%x: f32) -> f32 {\n  %y = arith.mulf %x, %x : f32\n  return %y : f32\n}\n")
+    assert verdict.outcome == "run failed" and verdict.stderr_tail.rstrip().endswith("^")
+    why = oracle.why_not(verdict)
+    assert why.startswith("run failed: compile b: in.mlir:2:") and "error: 'vm.mul.f32' op" in why, why
+
+
 def test_a_compile_time_regression_is_reduced_to_what_makes_it_slow(tmp_path: Path):
     """Const-eval JIT-runs a 4096x4096 matmul of constants: seconds of compiling. The same
     program with a 1x1 matmul (what shrink-tensors tries) takes what any const-eval

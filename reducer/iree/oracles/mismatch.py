@@ -248,4 +248,9 @@ class MismatchOracle(Oracle):
             return f"the outputs differ another way than the original's ({self.expected.describe()})"
         if verdict.outcome == "same outputs":
             return f"both configurations give the same outputs (rtol={self.rtol:g}, atol={self.atol:g})"
-        return f"{verdict.outcome}: {verdict.stderr_tail.strip().splitlines()[-1:] or ''}"
+        lines = [ln.strip() for ln in verdict.stderr_tail.splitlines() if ln.strip()]
+        # A compiler's last line is often a caret under the source line: its error line says why.
+        said = next((ln for ln in lines if "error:" in ln), lines[-1] if lines else "(nothing said)")
+        said = re.sub(r"\S*/(?=[^/\s]+:\d+:\d+: )", "", said)  # the candidate's temp dir: its name is the input's
+        side = lines[0].split(":", 1)[0] if lines and lines[0].startswith(("compile ", "run ")) else ""
+        return f"{verdict.outcome}: " + (f"{side}: " if side and not said.startswith(side) else "") + said
