@@ -13,6 +13,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -247,11 +248,24 @@ def _reduce(
         inner = _as_bytecode(inner)
     if given.blobs is not None:  # every check gets each program with the blobs it uses
         inner = Encoded(inner, given.blobs.attach, "")
+    carried = b"" if given.blobs is not None or given.bytecode else triage.carried(settings, given.text)
+    if carried:  # a crash reproducer's resource goes after every program the check gets
+        inner = Encoded(inner, _carrying(carried), "")
     primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
         try:
             result = Run(
-                settings, given.text, output, inner, began, monitor, primers, given.data, given.blobs, supplies or {}
+                settings,
+                given.text,
+                output,
+                inner,
+                began,
+                monitor,
+                primers,
+                given.data,
+                given.blobs,
+                supplies or {},
+                carried=carried,
             ).go()
         finally:
             held.hold()  # the run has ended: from here on, stopping it again would leave workers
@@ -262,6 +276,12 @@ def _reduce(
         raise
     inner.close()
     return result
+
+
+def _carrying(resource: bytes) -> Callable[[bytes], bytes]:
+    """Each program with the resource after it, unless it has a resource section already
+    (the original as given, or text reduced as text)."""
+    return lambda data: data if b"{-#" in data else data + resource
 
 
 def _as_bytecode(inner: Executor) -> Executor:
@@ -287,6 +307,7 @@ class Run:
     data: bytes | None = None  # the input's bytes, if not raw encoded (bytecode): what a resumed run must find again
     blobs: Blobs | None = None  # the input's dense_resource blobs, kept out of raw
     supplies: dict[str, object] = attrs.Factory(dict)  # what strategies want beyond the program (wiring.open_archives)
+    carried: bytes = b""  # a crash reproducer's resource, after every program checked and written (`triage.carried`)
     guard: Guard = attrs.field(init=False)
     notes: list[str] = attrs.Factory(list)  # what the run did to the input or its start
     # start(): where the engine starts, and what ran alongside the original's checks.
@@ -376,7 +397,7 @@ class Run:
             check_strategy_names(self.settings.strategies, self.settings.skip_strategies, self.loaded)
             record_start(self.resume, self.begin)
         self.begin.findings.notes = self.notes
-        self.guard.trailer = triage.trailer(self.begin.oracle)
+        self.guard.trailer = triage.trailer(self.begin.oracle) or self.carried
 
     def _check_start(self, text: str) -> Start:
         settings = self.settings

@@ -145,6 +145,18 @@ def replayed(settings: Settings, raw: str) -> Settings:
     return settings if found is None else replay_settings(settings, found.pipeline)
 
 
+def carried(settings: Settings, raw: str) -> bytes:
+    """A crash reproducer reduced with the user's own check: the resource every candidate
+    and the output carry after the program (MLIR's printer drops it, and a check that
+    replays with `iree-opt --run-reproducer` needs it); else nothing."""
+    if settings.check is None or "mlir_reproducer" not in raw:
+        return b""
+    from reducer.iree import reproducer
+
+    found = reproducer.find(raw)
+    return b"" if found is None else found.block().encode()
+
+
 def trailer(oracle: Oracle) -> bytes:
     """What the output carries after the program: a replayed reproducer's resource."""
     from reducer.iree import reproducer
