@@ -535,6 +535,19 @@ def test_a_check_that_writes_the_users_files_is_stopped(case: Path, target: str)
     assert_clean(case)
 
 
+def test_a_check_that_writes_the_output_before_any_commit_is_told_apart(case: Path):
+    """Audit 6 (m20): with nothing committed yet, the line said both that the output held
+    the last good program again and that it was not written; it holds the check's junk."""
+    make_script(case / "check.sh", f'echo junk >> {case}/input.reduced.mlir; grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert proc.returncode == session.EXIT_CHECK_CHANGED_FILES, proc.stderr
+    line = error_line(proc.stderr)
+    assert "input.reduced.mlir changed during the run" in line and "is not the run's" in line, line
+    assert "last good program" not in line and "was not written" not in line, line
+    assert (case / "input.reduced.mlir").read_text().startswith("junk")
+    assert_clean(case)
+
+
 # -- 11. text mode ---------------------------------------------------------------------------
 def test_a_bom_is_stripped_and_said(case: Path):
     (case / "input.mlir").write_bytes("\ufeff".encode() + SMALL.encode())

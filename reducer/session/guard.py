@@ -117,10 +117,15 @@ class Guard:
         say what changed, what it means for the run, and what to do."""
         how = "changed during the run (size or modification time)"
         if path == self.output:
+            now = (
+                "it holds the last good program again"
+                if self.good is not None
+                else "what it holds now is not the run's (no smaller program had been found)"
+            )
             return (
                 f"the output {path} {how}: a check must not write the user's files (it gets its own copy "
-                f"of the candidate), nor may anything else while the run writes it; it holds the last good "
-                f"program again; stopped, {self.best()}"
+                f"of the candidate), nor may anything else while the run writes it; {now}; stopped"
+                + (f", {self.best()}" if self.good is not None else "")
             )
         if path == self.settings.check:
             return (
