@@ -193,6 +193,19 @@ def test_a_key_the_archive_lacks_is_one_line_naming_it(tmp_path: Path):
     assert "m.irpa" in line and "'b'" in line and not (tmp_path / "ran").exists()
 
 
+def test_an_archive_in_a_scope_the_program_does_not_use_is_one_line_naming_both(tmp_path: Path):
+    """Audit 6 (q05): `other=m.irpa` for a program whose parameters are all "model"'s
+    was ignored without a word, and inline-parameters had nothing to put inline."""
+    (tmp_path / "m.mlir").write_text(MODEL)
+    model_archive(tmp_path / "m.irpa")
+    make_script(tmp_path / "check.sh", f"touch {tmp_path}/ran; exit 0")
+    proc = cli(tmp_path, "m.mlir", "--check", "./check.sh", "--parameters", "other=m.irpa")
+    assert proc.returncode == 3, proc.stderr
+    line = error_line(proc.stderr)
+    assert line.startswith("ireereduce: error: --parameters=other=m.irpa: m.mlir uses no parameter of scope 'other'")
+    assert "(its scopes: 'model')" in line and not (tmp_path / "ran").exists()
+
+
 def test_the_archive_is_never_written(tmp_path: Path):
     (tmp_path / "m.mlir").write_text(MODEL)
     model_archive(tmp_path / "m.irpa")

@@ -165,13 +165,22 @@ def open_archives(settings: Settings, text: str) -> dict[str, object]:
     A missing or unreadable archive, or a missing key, is one line naming the file (exit 3)."""
     if not settings.parameters:
         return {}
-    from reducer.iree.parameters import ArchiveError, Archives, flag
+    from reducer.iree.parameters import ArchiveError, Archives, flag, references
 
     try:
         archives = Archives.open(settings.parameters)
         missing = archives.missing(text)
     except ArchiveError as exc:
         raise UserError(EXIT_BAD_INPUT, str(exc)) from None
+    used = list(dict.fromkeys(scope for scope, _ in references(text)))
+    unused = [scope for scope in archives.files if scope not in used]
+    if unused and any(scope not in archives.files for scope in used):  # a scope mistyped, or left out
+        path = archives.paths(unused[0])[0]
+        raise UserError(
+            EXIT_BAD_INPUT,
+            f"{flag(unused[0], path)}: {settings.input} uses no parameter of scope {unused[0]!r} "
+            f"(its scopes: {', '.join(repr(s) for s in used)}); give SCOPE=FILE with the scope it uses",
+        )
     if missing:
         scope, key = missing[0]
         paths = archives.paths(scope)
