@@ -218,6 +218,10 @@ def test_a_bad_command_line_is_one_line_and_exit_2(case: Path, args: list[str], 
             ["--backends", "llvm-cpu,vmvx", "--run", "iree-run-module 'x"],
             '--run: cannot split the command "iree-run-module \'x"',
         ),
+        (
+            ["--compile", "iree-compile {input} -o /dev/null", "--from-phase-dump", "--no-phases"],
+            "--from-phase-dump starts from the phase search's dump: drop --no-phases",
+        ),
     ],
     ids=[
         "rtol-negative",
@@ -227,6 +231,7 @@ def test_a_bad_command_line_is_one_line_and_exit_2(case: Path, args: list[str], 
         "test-arg-with-compile",
         "compile-quote",
         "run-quote",
+        "phase-dump-without-phases",
     ],
 )
 def test_a_built_in_oracles_bad_options_are_one_line_and_exit_2(case: Path, args: list[str], words: str):

@@ -88,7 +88,7 @@ class UserError(Exception):
 
 
 def check_counts(settings: Settings) -> None:
-    """The counts and tolerances a run can use: each refused in one line (exit 2)."""
+    """The counts, tolerances and flag pairs a run can use: each refused in one line (exit 2)."""
     if settings.jobs is not None and not 1 <= settings.jobs <= MAX_JOBS:
         raise UserError(EXIT_USAGE, f"-j must be from 1 to {MAX_JOBS} checks at once, not {settings.jobs}")
     if not 1 <= settings.repeat <= MAX_REPEAT:
@@ -98,6 +98,8 @@ def check_counts(settings: Settings) -> None:
     for flag, value in (("--rtol", settings.rtol), ("--atol", settings.atol)):
         if not value >= 0:
             raise UserError(EXIT_USAGE, f"{flag} must be a tolerance of 0 or more, not {value}")
+    if settings.from_phase_dump and not settings.phases:  # the dump is of the phase the search finds
+        raise UserError(EXIT_USAGE, "--from-phase-dump starts from the phase search's dump: drop --no-phases")
 
 
 class Interrupted(Exception):
