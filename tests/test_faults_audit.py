@@ -178,6 +178,7 @@ def test_a_compile_command_that_fails_on_an_empty_module_is_refused(case: Path, 
     assert proc.returncode == session.EXIT_NOT_INTERESTING, proc.stderr
     line = error_line(proc.stderr)
     assert "the command fails on an empty module too" in line and said in line, line
+    assert "(no error message)" not in line, line  # audit 6 (c05): then it quoted the error it said was not there
     assert not (case / "input.reduced.mlir").exists()
     assert (case / "input.mlir").read_text() == SMALL
     assert_clean(case)

@@ -283,11 +283,14 @@ def _fails_without_a_program(oracle: Oracle, verdict: Verdict, guard: Guard, exe
     if empty.interesting:
         assert verdict.signature is not None
         said = next((ln.strip() for ln in (empty.stderr_tail or "").splitlines() if ln.strip()), "")
-        if getattr(verdict.signature, "first_error", None):  # the signature already quotes it
+        sig = verdict.signature
+        if getattr(sig, "first_error", None):  # the signature already quotes it
             said = ""
+        # An exit with no error line of its own is told by what the tool said instead.
+        told = f"exit {verdict.returncode}" if said and getattr(sig, "kind", None) == "error" else sig.describe()
         raise UserError(
             EXIT_NOT_INTERESTING,
-            f"the command fails on an empty module too, with {verdict.signature.describe()}"
+            f"the command fails on an empty module too, with {told}"
             + (f" ({said[:200]})" if said else "")
             + ": the failure is in "
             "the command (a flag the tool does not know? a target it lacks?), not in the program; fix the "
