@@ -834,7 +834,7 @@ def test_output_symlinks_are_written_through_to_their_targets(case: Path):
     links = {"latest.mlir": "results/run1.mlir", "stats.json": "results/stats1.json", "report.md": "results/r1.md"}
     for link, target in links.items():
         (case / link).symlink_to(target)
-    (case / "results" / "r1.md").write_text("an old report\n")
+    (case / "results" / "r1.md").write_text("# an old report\n\nReduced by ireereduce 0.1 from `old.mlir`.\n")  # ours
     args = ["-o", "latest.mlir", "--stats-json", "stats.json", "--report", "report.md"]
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", *args)
     assert proc.returncode == 0, proc.stderr

@@ -45,6 +45,6 @@ def test_a_crash_reproducer_result_as_bytecode_is_refused_before_any_check(case:
     done = cli(case, *args)
     assert done.returncode == session.EXIT_USAGE, done.stderr
     line = error_line(done.stderr)
-    assert "a crash reproducer is written as text" in line and "give -o NAME.mlir" in line
+    assert "writes a crash reproducer as text" in line and "give -o NAME.mlir" in line
     assert not (case / "out.mlirbc").exists() and not (case / "out.mlir").exists()
     assert_clean(case)

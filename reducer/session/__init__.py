@@ -2,6 +2,7 @@
 
 - `settings`: what a run is given and gives back (Settings, Result, exit codes, errors);
 - `files`: the user's files (reading, path checks, atomic writes), `guard` watching them;
+- `scripts`: the user's check script (its arguments, whether it can run, what it names);
 - `wiring`: strategies, oracles and executors looked up by name, and the engine;
 - `checks`: a program checked several times, read as a sequential loop would;
 - `start`: the original's checks, calibration, MLIR or text, the state to resume from;
@@ -15,18 +16,17 @@ from reducer.session.checks import check_repeatedly
 from reducer.session.files import (
     WRITE_ERRORS,
     check_paths,
-    check_script,
     decode_input,
     default_output,
     open_stream,
     read_input,
     read_stdin,
     save,
-    shipped_files,
     write_atomically,
 )
 from reducer.session.finish import FINAL_CONFIRM, WALKBACK_CONFIRM
 from reducer.session.run import check_limits, reduce_file
+from reducer.session.scripts import check_script, shipped_files
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
     EXIT_BAD_INPUT,

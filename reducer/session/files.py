@@ -8,8 +8,6 @@ import errno
 import mmap
 import os
 import re
-import shlex
-import shutil
 import stat
 import sys
 import tempfile
@@ -23,6 +21,7 @@ from reducer.core.oracle import whole, write_data
 from reducer.core.resources import Blobs
 from reducer.core.state import RunState, foreign_lock
 from reducer.session import stream
+from reducer.session.scripts import script_and_args, shipped_files
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
     EXIT_BAD_INPUT,
@@ -590,83 +589,6 @@ def _check_writable(flag: str, path: str, target: Target, output_file: bool) -> 
         ) from None
     if os.path.exists(target.path) and not os.access(target.path, os.W_OK):
         raise UserError(EXIT_USAGE, f"cannot write {flag} {path}: it is read-only")
-
-
-def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
-    """`-c "./check.sh math.exp"`: a check given with its arguments, as Shrink Ray takes it.
-    Split only when the whole string names no file and its first word does."""
-    if os.path.exists(check):
-        return check, ()
-    try:
-        words = shlex.split(check)
-    except ValueError as exc:  # `-c './check.sh "x'`: a quote not closed, not a file's name
-        raise UserError(EXIT_USAGE, f"--check: cannot split {check!r} into a script and its arguments: {exc}") from None
-    if len(words) > 1 and os.path.isfile(words[0]):
-        return words[0], tuple(words[1:])
-    return check, ()
-
-
-def shipped_files(script: str) -> list[str]:
-    """Files a check script names (a reference output, a helper next to it): words of
-    its text that are existing files, relative to its directory or the current one."""
-    try:
-        with open(script, "rb") as f:
-            text = f.read(1 << 16).decode(errors="replace")
-    except OSError:
-        return []
-    base = os.path.dirname(os.path.abspath(script))
-    found = []
-    for word in sorted(set(re.findall(r"[\w.+~/-]+", text))):
-        if "/" not in word and "." not in word:
-            continue
-        for path in {os.path.join(base, word), os.path.abspath(word), os.path.expanduser(word)}:
-            if os.path.isfile(path):
-                found.append(path)
-    return found
-
-
-def check_script(path: str) -> str:
-    if not os.path.exists(path):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} does not exist")
-    if os.path.isdir(path):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} is a directory")
-    if not os.access(path, os.X_OK):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} is not executable; run: chmod +x {path}")
-    with open(path, "rb") as f:
-        head = f.read(512)
-    if head.startswith(b"\x7fELF"):
-        return os.path.abspath(path)
-    if not head.startswith(b"#!"):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} has no '#!' line; start it with #!/bin/sh")
-    _check_interpreter(path, head.split(b"\n", 1)[0])
-    return os.path.abspath(path)
-
-
-def _check_interpreter(path: str, line: bytes) -> None:
-    """The program a '#!' line names must be there: else the kernel says only "No such
-    file or directory", which reads as if the script itself were missing."""
-    if line.endswith(b"\r"):
-        raise UserError(
-            EXIT_BAD_CHECK,
-            f"check script {path!r} has Windows line ends (CRLF): its '#!' line names "
-            f"{line[2:-1].decode(errors='replace').strip()!r} followed by a carriage return; "
-            f"convert it: sed -i 's/\\r$//' {path}",
-        )
-    words = line[2:].decode(errors="replace").split()
-    if not words:
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} has an empty '#!' line; start it with #!/bin/sh")
-    program = words[0]
-    if not os.path.exists(program):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r}: its '#!' line names {program}, which does not exist")
-    if os.path.isdir(program) or not os.access(program, os.X_OK):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r}: its '#!' line names {program}, which is not a program")
-    if os.path.basename(program) == "env":
-        named = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
-        if named and shutil.which(named[0]) is None:
-            raise UserError(
-                EXIT_BAD_CHECK,
-                f"check script {path!r}: its '#!' line runs {named[0]} through env, and {named[0]} is not on PATH",
-            )
 
 
 #: Errors that mean a file could not be written, not that a program could not be run.

@@ -13,7 +13,6 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -100,20 +99,6 @@ def check_limits() -> None:
         raise UserError(EXIT_EXECUTOR, str(exc)) from None
 
 
-def _reproducer_as_text(settings: Settings) -> None:
-    """A crash reproducer's output carries its pipeline in an `mlir_reproducer` resource
-    after the program, which MLIR bytecode written here cannot hold: such an output
-    would be neither bytecode iree-opt reads nor a reproducer it replays."""
-    output = settings.output or default_output(settings.input)
-    if (settings.pass_level or settings.pass_pipeline is not None) and settings.output_bytecode(output):
-        asked = "--emit-bytecode" if settings.emit_bytecode else f"-o {output}"
-        raise UserError(
-            EXIT_USAGE,
-            f"{asked}: a crash reproducer is written as text (its mlir_reproducer resource, the pipeline "
-            "iree-opt --run-reproducer replays, cannot be carried in bytecode); give -o NAME.mlir",
-        )
-
-
 def reduce_file(
     settings: Settings, executor_factory: type[Executor] | None = None, monitor: Monitor | None = None
 ) -> Result:
@@ -128,7 +113,7 @@ def reduce_file(
         else load_input(settings.input, max_time=settings.max_time)
     )
     settings = triage.replayed(settings, given.text)  # a crash reproducer: its replay is the oracle
-    _reproducer_as_text(settings)
+    triage.reproducer_as_text(settings)
     check_oracle(settings)
     supplies = wiring.open_archives(settings, given.text)  # before any worker: a missing archive is one line
     _say_unusable_tmpdir()
@@ -250,7 +235,7 @@ def _reduce(
         inner = Encoded(inner, given.blobs.attach, "")
     carried = b"" if given.blobs is not None or given.bytecode else triage.carried(settings, given.text)
     if carried:  # a crash reproducer's resource goes after every program the check gets
-        inner = Encoded(inner, _carrying(carried), "")
+        inner = Encoded(inner, triage.carrying(carried), "")
     primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
         try:
@@ -276,12 +261,6 @@ def _reduce(
         raise
     inner.close()
     return result
-
-
-def _carrying(resource: bytes) -> Callable[[bytes], bytes]:
-    """Each program with the resource after it, unless it has a resource section already
-    (the original as given, or text reduced as text)."""
-    return lambda data: data if b"{-#" in data else data + resource
 
 
 def _as_bytecode(inner: Executor) -> Executor:

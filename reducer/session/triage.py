@@ -157,6 +157,28 @@ def carried(settings: Settings, raw: str) -> bytes:
     return b"" if found is None else found.block().encode()
 
 
+def carrying(resource: bytes) -> Callable[[bytes], bytes]:
+    """Each program with the resource after it, unless it has a resource section already
+    (the original as given, or text reduced as text)."""
+    return lambda data: data if b"{-#" in data else data + resource
+
+
+def reproducer_as_text(settings: Settings) -> None:
+    """A crash reproducer's output carries its pipeline in an `mlir_reproducer` resource
+    after the program, which the MLIR bytecode ireereduce writes does not hold: such an
+    output would be neither bytecode iree-opt reads nor a reproducer it replays."""
+    from reducer.session.files import default_output
+
+    output = settings.output or default_output(settings.input)
+    if (settings.pass_level or settings.pass_pipeline is not None) and settings.output_bytecode(output):
+        asked = "--emit-bytecode" if settings.emit_bytecode else f"-o {output}"
+        raise UserError(
+            EXIT_USAGE,
+            f"{asked}: ireereduce writes a crash reproducer as text (the bytecode it writes would drop its "
+            "mlir_reproducer resource, the pipeline iree-opt --run-reproducer replays); give -o NAME.mlir",
+        )
+
+
 def trailer(oracle: Oracle) -> bytes:
     """What the output carries after the program: a replayed reproducer's resource."""
     from reducer.iree import reproducer

@@ -24,8 +24,8 @@ from reducer.core.executor import Executor, LocalExecutor, OpenFilesLimit
 from reducer.core.oracle import Oracle, ScriptOracle
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
-from reducer.session.files import check_script, script_and_args
 from reducer.session.finish import FINAL_CONFIRM
+from reducer.session.scripts import check_script, script_and_args
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_BAD_INPUT, EXIT_EXECUTOR, EXIT_USAGE, Settings, UserError
 
 if TYPE_CHECKING:
