@@ -11,6 +11,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from reducer.core import ir as irutil
+from reducer.core.resources import Attached
 
 if TYPE_CHECKING:  # pragma: no cover
     from iree.compiler import ir
@@ -77,8 +78,12 @@ class Writer:
             if self._ctx is None or self._uses >= self.RENEW:
                 self._ctx, self._uses = _context(), 0
             self._uses += 1
+            whole = text.whole() if isinstance(text, Attached) else text  # its blobs are in the input file
+            # A blob's key seen before in a context is renamed (`weights_5`): a program with
+            # blobs gets a context of its own, so its bytecode keeps the file's keys.
+            ctx = _context() if b"dense_resource<" in whole else self._ctx
             try:
-                module = irutil.parse(text.decode(errors="surrogateescape"), self._ctx)
+                module = irutil.parse(whole.decode(errors="surrogateescape"), ctx)
             except irutil.ParseError:
                 return None
             try:

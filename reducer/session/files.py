@@ -250,6 +250,22 @@ def load_input(path: str, split: bool = True, max_time: float | None = None) -> 
     return Input(text, data, bytecode)
 
 
+def blobs_apart(given: Input, directory: str) -> Input:
+    """An input read whole (bytecode, stdin, a pipe) whose text holds builtin blobs, as a
+    text file's: its text written into directory (the run's own) and split there. Kept
+    in the text, the blobs were renamed at every parse (`weights_6_2`) and lost when a
+    program was written, so bytecode and text of one program reduced differently."""
+    if given.blobs is not None or "dialect_resources" not in given.text:
+        return given
+    path = os.path.join(directory, "input-blobs.mlir")
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(given.text)
+    cut = resources.split(path)
+    if cut is None:
+        return given
+    return Input(cut.program.decode(errors="surrogateescape"), given.data, given.bytecode, cut.blobs)
+
+
 def _all_blobs_there(path: str, text: str, blobs: Blobs | None) -> None:
     """A `dense_resource<key>` with no blob of that key in the file: no check could be
     given the program as the user meant it."""

@@ -24,7 +24,7 @@ from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
-from reducer.core.oracle import Oracle, Verdict, run_scope
+from reducer.core.oracle import RUN_DIR_ENV, Oracle, Verdict, run_scope
 from reducer.core.processes import interrupts_kept
 from reducer.core.resources import Blobs
 from reducer.core.state import Busy, OutputLock
@@ -32,7 +32,7 @@ from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
 from reducer.progress import Monitor
 from reducer.session import overlap, triage, wiring
-from reducer.session.files import BOM, Input, check_paths, default_output, load_input, lock_path
+from reducer.session.files import BOM, Input, blobs_apart, check_paths, default_output, load_input, lock_path
 from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
 from reducer.session.guard import Guard
 from reducer.session.settings import (
@@ -228,6 +228,7 @@ def _reduce(
 ) -> Result:
     # One executor for every check (the original's, workflows, engine, flags, re-checks,
     # --for-upstream); its workers are forked before any MLIR context exists here.
+    given = blobs_apart(given, os.environ[RUN_DIR_ENV])  # blobs kept in the file, as a text input's
     inner = make_executor(settings, None, executor_factory)
     if given.bytecode:  # every check gets each program as bytecode, as the input was
         inner = _as_bytecode(inner)
