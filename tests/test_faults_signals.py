@@ -364,3 +364,33 @@ def test_only_the_first_stop_raises_unless_python_swallowed_it(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         command._raise_interrupt(signal.SIGINT, None)
     command._raise_interrupt(signal.SIGINT, None)
+
+
+def test_a_stop_while_the_mlir_bindings_make_a_context_waits_for_them(monkeypatch: pytest.MonkeyPatch):
+    """Audit 7 (D2, D3): a SIGTERM in the tenth of a second the bindings load aborted the
+    run (a KeyboardInterrupt raised in Python code the native module called: "terminate
+    called after throwing an instance of 'nanobind::python_error'") or was swallowed and
+    the run ended 0. The stop now waits for the native code and is raised after it."""
+    from iree.compiler import ir
+
+    from reducer.core import ir as irutil
+
+    real, done = ir.Context, []
+
+    def context_that_gets_a_stop() -> ir.Context:
+        signal.raise_signal(signal.SIGTERM)  # the handler below runs at the next bytecode: here
+        made = real()
+        done.append(made)  # the native code ran to its end
+        return made
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ir, "Context", context_that_gets_a_stop)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            irutil.new_context()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert len(done) == 1  # raised after the context was made, not inside its making

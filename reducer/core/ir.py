@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from reducer.core.processes import stops_held
+
 if TYPE_CHECKING:  # pragma: no cover
     from iree.compiler import ir
 
@@ -49,9 +51,14 @@ def discardable(name: str) -> bool:
 
 
 def new_context() -> ir.Context:
-    from iree.compiler import ir
+    """A context for one workspace. Loading the bindings (the first call) and making a
+    context run Python code from C++ (the native module's init, the context's hooks): a
+    stop signal's KeyboardInterrupt raised there aborted the process or was swallowed, so
+    the stop signals wait until both are done (`stops_held`)."""
+    with stops_held():
+        from iree.compiler import ir
 
-    ctx = ir.Context()
+        ctx = ir.Context()
     ctx.allow_unregistered_dialects = True
     # The verifier checks isolated ops (functions, executables) on the context's threads,
     # and one that fails calls the Python handler below from its thread, which waits for

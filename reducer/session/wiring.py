@@ -22,6 +22,7 @@ import attrs
 from reducer.core.engine import Engine
 from reducer.core.executor import Executor, LocalExecutor, OpenFilesLimit
 from reducer.core.oracle import Oracle, ScriptOracle
+from reducer.core.processes import stops_held
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
 from reducer.session.finish import FINAL_CONFIRM
@@ -35,9 +36,10 @@ if TYPE_CHECKING:
 def registry() -> dict[str, type[Strategy]]:
     """Every strategy, in run order: the built-in list, then plug-ins. The one place the
     built-ins are named for the core, which never imports them itself."""
-    from strategies import BUILTIN
+    with stops_held():  # importing them loads the MLIR bindings (`reducer.core.ir.new_context`)
+        from strategies import BUILTIN
 
-    return discover(BUILTIN)
+        return discover(BUILTIN)
 
 
 def load_deferred(available: dict[str, type[Strategy]]) -> None:
