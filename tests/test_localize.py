@@ -83,6 +83,19 @@ def test_inputs_that_cannot_be_read_are_a_usage_error(tmp_path: Path):
         make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=1 2 3 4 5"]), "model.mlir", 10.0)
 
 
+def test_a_bare_scalar_is_an_input_as_iree_run_module_takes_it(tmp_path: Path):
+    """Audit 7 (W4): `--inputs 5.5` for an f32 argument said "cannot read '5.5' as a .npy
+    file", though iree-run-module takes the bare value (and refuses `f32=5.5`)."""
+    from reducer.iree.inputs import flag, given
+
+    assert flag(given("5.5"), "f32", str(tmp_path / "x.npy")) == "--input=5.5"
+    assert flag(given("-3"), "i32", str(tmp_path / "x.npy")) == "--input=-3"
+    assert flag(given("nan"), "f16", str(tmp_path / "x.npy")) == "--input=nan"
+    (tmp_path / "7").write_bytes(b"not npy")  # a file of that name is read as one, as before
+    with pytest.raises(ValueError, match="as a .npy file"):
+        given("7", str(tmp_path))
+
+
 TRACE = """=== main_dispatch_0::main_dispatch_0_matmul_2x2_f32 inputs ===
 2x2xf32=[1 2][3 4]
 

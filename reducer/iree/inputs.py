@@ -10,6 +10,7 @@ recordable), cast to the side's type only when its `--input` flag is written.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -200,6 +201,10 @@ def given(entry: str, base: str = ".") -> np.ndarray:
     m = _GIVEN.fullmatch(text)
     if m is None or text.startswith("@"):
         path = os.path.join(base, text.lstrip("@"))
+        if not text.startswith("@") and not os.path.exists(path):
+            for read in (lambda w: int(w, 0), float):  # a bare scalar, as iree-run-module takes one ('5.5')
+                with contextlib.suppress(ValueError):
+                    return np.asarray(read(text))  # cast to its argument's type when the run fits it
         try:
             return np.asarray(np.load(path, allow_pickle=False))
         except (OSError, ValueError) as exc:
