@@ -104,3 +104,20 @@ def test_the_cap_is_a_share_of_memory_and_never_below_the_floor(tmp_path: Path):
     meminfo.write_text("MemAvailable:     102400 kB\n")  # 100 MiB: the floor
     assert stream.cap(str(meminfo)) == stream.FLOOR
     assert stream.cap() >= stream.FLOOR  # this machine's
+
+
+def test_a_stream_input_without_an_output_asks_for_one(case: Path):
+    """Audit 7 (W1): `ireereduce <(cat m.mlir)` said /proc/PID/fd was not writable."""
+    writer = subprocess.Popen(["cat", str(case / "input.mlir")], stdout=subprocess.PIPE)
+    assert writer.stdout is not None
+    fd = writer.stdout.fileno()
+    try:
+        done = command(case, f"/dev/fd/{fd}", "--check", "./check.sh", pass_fds=(fd,))
+    finally:
+        writer.kill()
+        writer.wait()
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert error_line(done.stderr) == (
+        f"ireereduce: error: reading the input from a stream (/dev/fd/{fd}) needs -o FILE for the result"
+    )
+    assert_clean(case)

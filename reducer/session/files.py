@@ -485,7 +485,17 @@ def _output(settings: Settings) -> str:
             "-o - would be a file named '-', not stdout: the output is written at every improvement, with a .lock "
             "and a .resume beside it; give a file name (./- for a file named -)",
         )
+    if settings.output is None and _is_stream(settings.input):  # INPUT.reduced.mlir would be /dev/fd/63's
+        raise UserError(EXIT_USAGE, f"reading the input from a stream ({settings.input}) needs -o FILE for the result")
     return settings.output or default_output(settings.input)
+
+
+def _is_stream(path: str) -> bool:
+    """A pipe or FIFO (`<(zcat m.mlir.gz)` is /dev/fd/63): no file to put a result beside."""
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _read_by_the_run(settings: Settings) -> dict[str, str]:
