@@ -77,10 +77,11 @@ class _TwoCommands(Oracle):
 def test_both_configurations_of_a_mismatch_are_reduced():
     assert MismatchOracle.commands == ("compile", "against")  # the real one declares both
     oracle = _TwoCommands(
-        parse_command("tool {input} --x --a --y -o {output}"), parse_command("tool {input} --b --z -o {output}")
+        parse_command("tool {input} --x --a --y -o {output}"), parse_command("tool {input} --b --x --z -o {output}")
     )
     with LocalExecutor(oracle, 2) as executor:
         result = reduce_flags(oracle, b"x", executor)
     assert result.oracle.compile.argv == ("tool", "{input}", "--a", "-o", "{output}")  # type: ignore[attr-defined]
     assert result.oracle.against.argv == ("tool", "{input}", "--b", "-o", "{output}")  # type: ignore[attr-defined]
-    assert set(result.removed) == {"--x", "--y", "--z"}
+    # each said with its side: the summary listed '--x, --x' (audit 7, W10)
+    assert set(result.removed) == {"--x (side a)", "--y (side a)", "--x (side b)", "--z (side b)"}

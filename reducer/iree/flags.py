@@ -54,7 +54,7 @@ def reduce_flags(oracle: Oracle, data: bytes, executor: Executor) -> FlagResult:
     candidate stays interesting."""
     removed: list[str] = []
     checks = 0
-    for field in oracle.commands:
+    for side, field in zip("ab", oracle.commands):
         while True:
             command: Command | None = getattr(oracle, field)
             if command is None:
@@ -73,7 +73,7 @@ def reduce_flags(oracle: Oracle, data: bytes, executor: Executor) -> FlagResult:
             if found[0] is None:
                 break
             what, oracle = found[0]
-            removed.append(what)
+            removed.append(what if len(oracle.commands) == 1 else f"{what} (side {side})")  # a flag both had twice
             log.info("flags: still interesting without %s", what)
     return FlagResult(oracle, tuple(removed), checks)
 
