@@ -109,6 +109,24 @@ def test_a_full_pipeline_reproducer_gets_one_line_on_making_a_local_one(tmp_path
     assert not (tmp_path / "full.reduced.mlir").exists()
 
 
+def test_a_local_reproducer_naming_an_unknown_pass_names_it(tmp_path: Path):
+    """Audit 7 (W7): the line said "a pass" and called a local reproducer a full-pipeline
+    one, with advice on making a local one."""
+    from test_replay import LOCAL
+
+    found = reproducer.find(LOCAL)
+    assert found is not None
+    src = tmp_path / "repro.mlir"
+    src.write_text(LOCAL.replace(found.pipeline, "builtin.module(no-such-pass)"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer.cli", str(src), "-j", "1", "-q"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert proc.returncode == EXIT_NOT_REPLAYABLE, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "'no-such-pass' in its pipeline does not refer to a registered pass" in lines[0]
+    assert "full-pipeline" not in lines[0] and "another version of IREE" in lines[0]
+
+
 def test_pass_level_reduces_the_failing_pass_and_reports_both_commands(tmp_path: Path):
     src = tmp_path / "model.mlir"
     src.write_text(EXAMPLE.read_text())

@@ -68,7 +68,7 @@ EXIT_CODES = {
     "(--max-time while an input stream was still being read: nothing written)",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
-    "iree-compile); the message says how to make a local one",
+    "iree-compile, or one naming a pass this iree-opt lacks); the message says what to do",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
 

@@ -235,9 +235,16 @@ def judge_original(
             "fix the script or raise --timeout",
         )
     if verdict.outcome == "not replayable":
+        why = first.why_not(verdict)
+        if "pipeline-adaptor" not in why:  # a local reproducer: a pass of another iree-opt, or a typo
+            raise UserError(
+                EXIT_NOT_REPLAYABLE,
+                f"{settings.input} is a crash reproducer iree-opt cannot replay ({why}): was it written by "
+                "another version of IREE? Make it again with this one's iree-compile, or fix the pipeline",
+            )
         raise UserError(
             EXIT_NOT_REPLAYABLE,
-            f"{settings.input} is a crash reproducer iree-opt cannot replay ({first.why_not(verdict)}; a "
+            f"{settings.input} is a crash reproducer iree-opt cannot replay ({why}; a "
             "full-pipeline one); make a local one by adding --mlir-pass-pipeline-crash-reproducer=F "
             "--mlir-pass-pipeline-local-reproducer --mlir-disable-threading to the iree-compile command, "
             "or reduce the model with --compile CMD --pass-level",

@@ -9,6 +9,7 @@ judges it as the compile-failure oracle does, slippage guard included.
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import ClassVar
 
@@ -62,5 +63,6 @@ class ReplayOracle(CompileOracle):
 
     def why_not(self, verdict: Verdict) -> str:
         if verdict.outcome == "not replayable":
-            return f"a pass in its pipeline {UNREGISTERED} of iree-opt"
+            named = re.search(rf"'([^']+)' {UNREGISTERED}", verdict.stderr_tail)
+            return f"{repr(named.group(1)) if named else 'a pass'} in its pipeline {UNREGISTERED} of iree-opt"
         return super().why_not(verdict)
