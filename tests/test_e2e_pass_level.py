@@ -109,6 +109,19 @@ def test_a_full_pipeline_reproducer_gets_one_line_on_making_a_local_one(tmp_path
     assert not (tmp_path / "full.reduced.mlir").exists()
 
 
+def test_a_reproducer_in_bytecode_is_replayed_as_one(tmp_path: Path):
+    """Audit 6 (b11), audit 7 (W6): iree-opt replays a reproducer saved as bytecode, but
+    the bindings drop its resource, so the input was not seen as one ("give --check")."""
+    from test_replay import LOCAL
+
+    text, src, out = tmp_path / "repro.mlir", tmp_path / "repro.mlirbc", tmp_path / "out.mlir"
+    text.write_text(LOCAL)
+    subprocess.run(["iree-opt", "--emit-bytecode", str(text), "-o", str(src)], check=True)
+    result = reduce_file(Settings(str(src), output=str(out), jobs=2))  # no check, no command
+    assert result.oracle is not None and result.oracle.kind == "pass-replay"
+    assert out.read_text().count("mlir_reproducer") == 1 and replay(out).matches(replay(text))
+
+
 def test_a_local_reproducer_naming_an_unknown_pass_names_it(tmp_path: Path):
     """Audit 7 (W7): the line said "a pass" and called a local reproducer a full-pipeline
     one, with advice on making a local one."""

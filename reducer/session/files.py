@@ -9,6 +9,7 @@ import mmap
 import os
 import re
 import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -339,11 +340,30 @@ def bytecode_text(data: bytes, path: str) -> str:
     from reducer.core import bytecode
 
     try:
-        return bytecode.to_text(data)
+        text = bytecode.to_text(data)
     except bytecode.BytecodeError as exc:
         raise UserError(
             EXIT_BAD_INPUT, f"input {path!r} is not readable MLIR bytecode (truncated or corrupt?): {exc}"
         ) from None
+    if b"mlir_reproducer" in data and "mlir_reproducer" not in text:
+        text += _reproducer_resource(data)
+    return text
+
+
+def _reproducer_resource(data: bytes) -> str:
+    """A crash reproducer's resource, which the bindings drop from bytecode they read and
+    iree-opt prints (it is what makes the file a reproducer); empty if iree-opt cannot."""
+    from reducer.iree import reproducer
+    from reducer.iree.oracles.command import resolve_tool
+
+    try:
+        printed = subprocess.run(
+            [resolve_tool("iree-opt"), "-", "-o", "-"], input=data, capture_output=True, timeout=120
+        ).stdout.decode(errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    found = reproducer.find(printed)
+    return "" if found is None else found.block()
 
 
 def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ()) -> None:
