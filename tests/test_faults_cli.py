@@ -273,3 +273,12 @@ def test_a_one_line_program_on_stdin_is_a_program_not_a_file_name(case: Path):
     assert run.returncode == 0, run.stderr
     assert (case / "out.mlir").read_text().strip() == "keep"
     assert_clean(case)
+
+
+def test_a_huge_timeout_is_logged_short(case: Path):
+    """Audit 7 (W11): --timeout 1e308 printed a 309-digit number of seconds."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "-j", "1", "--timeout", "1e308")
+    assert proc.returncode == session.EXIT_OK, proc.stderr
+    assert "check timeout 1e+308 s" in proc.stderr and "0" * 20 not in proc.stderr
+    assert_clean(case)

@@ -548,7 +548,7 @@ class Run:
         original = self.begin.original_text
         self.input_size = ws.size if self.begin.text == original else size_of(original)
         log.info(
-            "reducing %s (%s) as %s with %d workers, check timeout %.1f s",
+            "reducing %s (%s) as %s with %d workers, check timeout %.5g s",
             settings.input,
             ws.size,
             ws.mode,
