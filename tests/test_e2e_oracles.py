@@ -9,6 +9,7 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import jsonschema
@@ -165,18 +166,24 @@ SLIP = """func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {{
 POWF = "%e = math.round %x : tensor<8xf32>\n  %p = math.powf %x, %e : tensor<8xf32>\n  %s = arith.addf %f, %p : tensor<8xf32>"
 
 
-def test_a_mismatch_that_differs_another_way_is_a_different_bug(tmp_path: Path):
-    """powf of negative bases is NaN on llvm-cpu only; an out-of-range fptosi differs in
-    sign and size on both. The second alone is another bug unless slippage is allowed."""
+def llvm_cpu_against_vmvx(**options: object) -> Any:
+    """The mismatch oracle comparing the two CPU backends, with no tool run yet."""
     from reducer.iree.oracles import MismatchOracle, parse_command
 
     backend = COMPILE.split("llvm-cpu")[0]
-    oracle = MismatchOracle(
+    return MismatchOracle(
         parse_command(f"{COMPILE} {{input}} -o {{output}}", needs_output=True),
         parse_command(f"{backend}vmvx {{input}} -o {{output}}", needs_output=True),
         "in.mlir",
         60.0,
+        **options,  # type: ignore[arg-type]
     )
+
+
+def test_a_mismatch_that_differs_another_way_is_a_different_bug(tmp_path: Path):
+    """powf of negative bases is NaN on llvm-cpu only; an out-of-range fptosi differs in
+    sign and size on both. The second alone is another bug unless slippage is allowed."""
+    oracle = llvm_cpu_against_vmvx()
     original = oracle.run(SLIP.format(powf=POWF).encode())
     assert original.interesting and original.signature.first_error == "NaN on a only"
     calibrated = oracle.calibrate(original)
@@ -190,16 +197,7 @@ def test_a_mismatch_that_differs_another_way_is_a_different_bug(tmp_path: Path):
 
 def test_a_function_the_module_does_not_export_is_named_with_those_it_does():
     """--function nope used to end in "no exported function to run", naming neither."""
-    from reducer.iree.oracles import MismatchOracle, parse_command
-
-    backend = COMPILE.split("llvm-cpu")[0]
-    oracle = MismatchOracle(
-        parse_command(f"{COMPILE} {{input}} -o {{output}}", needs_output=True),
-        parse_command(f"{backend}vmvx {{input}} -o {{output}}", needs_output=True),
-        "in.mlir",
-        60.0,
-        function="nope",
-    )
+    oracle = llvm_cpu_against_vmvx(function="nope")
     verdict = oracle.run(SLIP.format(powf=POWF).encode())
     assert not verdict.interesting and verdict.outcome == "run failed"
     assert "--function nope: the module exports no such function (it has main)" in oracle.why_not(verdict)
