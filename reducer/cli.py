@@ -347,6 +347,10 @@ def main(**params: Any) -> None:
     progress_json = params["progress_json"]
     try:  # before the log file (or --progress-json) is opened: it may be the input
         session.check_limits()  # logging's queue needs files of its own
+        if params["localize_only"]:
+            from reducer.session.triage import alone_with_localize_only
+
+            alone_with_localize_only(params)
         session.check_paths(
             Settings(input=params["input_file"], **_only(params, _PATHS)), also=[("--progress-json", progress_json)]
         )

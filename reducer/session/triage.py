@@ -318,6 +318,26 @@ def ops_summary(result: Any) -> str:
     return f"model {model} ops, cut at dispatch #{where['index']} to {original.ops} ops, reduced to {final.ops} ops; "
 
 
+#: What --localize-only never writes: asked for with it, refused rather than ignored.
+NOT_WITH_LOCALIZE_ONLY = {
+    "--report": "report",
+    "--report-json": "report_json",
+    "--stats-json": "stats_json",
+    "--progress-json": "progress_json",
+}
+
+
+def alone_with_localize_only(params: dict[str, Any]) -> None:
+    """--localize-only writes the cut program and its inputs, no report, stats or events."""
+    given = [
+        flag for flag, key in {**NOT_WITH_LOCALIZE_ONLY, "--progress-json": "progress_json"}.items() if params.get(key)
+    ]
+    if given:
+        raise UserError(
+            EXIT_USAGE, f"{given[0]} goes with a reduction: --localize-only writes the cut program and its inputs only"
+        )
+
+
 def localize_only(path: str, options: dict[str, Any]) -> int:
     """--localize-only: print the first dispatch that goes wrong and write it cut out, its
     inputs in a folder beside it, for users who reduce with their own check. No reduction.
@@ -370,7 +390,12 @@ def _localize_only(settings: Settings) -> int:
         ) from None
     for k, blob in enumerate(done.oracle.given):
         save(os.path.join(folder, f"input{k}.npy"), blob, "the cut program's input")
-    save(output, done.text.encode(), "the cut program")
+    data = done.text.encode()
+    if settings.output_bytecode(output):  # -o cut.mlirbc or --emit-bytecode, as a reduction's output
+        from reducer.core.bytecode import Writer
+
+        data = Writer()(data) or data
+    save(output, data, "the cut program")
     given = ",".join(os.path.join(folder, f"input{k}.npy") for k in range(len(done.oracle.given)))
     print(
         f"cut out: {output} ({done.oracle.expected.describe() if done.oracle.expected else 'mismatches'}); "
