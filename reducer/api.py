@@ -107,6 +107,7 @@ def reduce(
             compile=compile,
             output=os.fspath(output) if output is not None else None,
             jobs=jobs,
+            stats_json=os.fspath(stats_json) if stats_json is not None else None,  # checked as the CLI's is
             **options,
         )
         if settings.text is not None and settings.output is None:

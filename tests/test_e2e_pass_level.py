@@ -122,6 +122,26 @@ def test_a_reproducer_in_bytecode_is_replayed_as_one(tmp_path: Path):
     assert out.read_text().count("mlir_reproducer") == 1 and replay(out).matches(replay(text))
 
 
+def test_a_reproducer_in_bytecode_with_the_users_check_asks_for_text(tmp_path: Path):
+    """The review: the bytecode each check gets would drop the resource, so the check
+    rejected even the original (exit 5, "invert your script's exit codes")."""
+    from test_replay import LOCAL
+
+    from reducer.session import EXIT_USAGE, UserError
+
+    text, src = tmp_path / "repro.mlir", tmp_path / "repro.mlirbc"
+    text.write_text(LOCAL)
+    subprocess.run(["iree-opt", "--emit-bytecode", str(text), "-o", str(src)], check=True)
+    check = tmp_path / "check.sh"
+    check.write_text(
+        '#!/bin/sh\niree-opt --run-reproducer "$1" -o /dev/null 2>&1 | grep -q "error: failed to legalize"\n'
+    )
+    check.chmod(0o755)
+    with pytest.raises(UserError) as err:
+        reduce_file(Settings(str(src), check=str(check), output=str(tmp_path / "out.mlir"), jobs=1))
+    assert err.value.code == EXIT_USAGE and "give it as text (iree-opt" in str(err.value)
+
+
 def test_a_local_reproducer_naming_an_unknown_pass_names_it(tmp_path: Path):
     """Audit 7 (W7): the line said "a pass" and called a local reproducer a full-pipeline
     one, with advice on making a local one."""

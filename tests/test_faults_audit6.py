@@ -35,8 +35,9 @@ def test_an_output_name_with_a_backslash_is_written_and_reported(case: Path, nam
         ("repro.mlir", "-o", "out.mlirbc"),
         ("repro.mlir", "--emit-bytecode", "-o", "out.mlir"),
         ("input.mlir", "--compile", "iree-compile {input} -o /dev/null", "--pass-level", "-o", "out.mlirbc"),
+        ("repro.mlir", "--check", "./check.sh", "-o", "out.mlirbc"),  # the review: its trailer after bytecode
     ],
-    ids=["reproducer-mlirbc", "reproducer-emit-bytecode", "pass-level-mlirbc"],
+    ids=["reproducer-mlirbc", "reproducer-emit-bytecode", "pass-level-mlirbc", "reproducer-with-check-mlirbc"],
 )
 def test_a_crash_reproducer_result_as_bytecode_is_refused_before_any_check(case: Path, args: tuple[str, ...]):
     from test_replay import LOCAL

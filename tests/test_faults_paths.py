@@ -491,3 +491,37 @@ def test_the_reports_inputs_folder_holding_a_users_file_is_refused(case: Path, k
     _refused(
         case, ["input.mlir", "-c", "./check.sh", "--report", "r.md"], session.EXIT_USAGE, "--report", "r.md.inputs"
     )
+
+
+def test_an_earlier_runs_file_is_told_by_content_not_by_flag_or_spacing(case: Path):
+    """Ours under another flag, or compacted by `jq -c`, is replaced; a draft that quotes a
+    report's summary line further down, or a bot's log holding events past its first
+    line, is the user's."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    (case / "r.json").write_text('{"a":1,"schema":"ireereduce-stats/1"}\n')
+    done = cli(case, "input.mlir", "-c", "./check.sh", "-o", "out.mlir", "--report-json", "r.json")
+    assert done.returncode == session.EXIT_OK, done.stderr
+    for name, text in [
+        ("draft.md", "# my bug\n\n\n\n\n\nReduced by ireereduce 1.0 from `m.mlir`.\n"),
+        ("runs.jsonl", 'my bot\n{"schema": "ireereduce-progress/1"}\n'),
+    ]:
+        (case / name).write_text(text)
+        flag = "--report" if name.endswith(".md") else "--progress-json"
+        _refused(
+            case, ["input.mlir", "-c", "./check.sh", flag, name], session.EXIT_USAGE, "not a file ireereduce wrote"
+        )
+
+
+def test_the_apis_stats_json_is_checked_as_the_clis(case: Path):
+    """The review: `reducer.reduce(..., stats_json=...)` was never among the checked paths,
+    and replaced a file of the user's (or would have replaced the input)."""
+    from reducer import api
+
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    (case / "notes.json").write_text("mine\n")
+    for target in ("notes.json", "input.mlir"):
+        with pytest.raises(session.UserError) as err:
+            api.reduce(case / "input.mlir", check=case / "check.sh", output=case / "o.mlir", stats_json=case / target)
+        assert err.value.code == session.EXIT_USAGE, err.value
+    assert (case / "notes.json").read_text() == "mine\n" and (case / "input.mlir").read_text() == SMALL
+    assert not (case / "o.mlir").exists()

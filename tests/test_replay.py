@@ -191,3 +191,25 @@ def test_the_reproducer_is_written_inside_the_runs_directory(tmp_path, monkeypat
     written = Path(seen.read_text().strip())
     assert written.parent.parent == run and written.parent.name.startswith("ireereduce-repro-")
     assert list(run.iterdir()) == []  # and removed when done
+
+
+def test_an_output_with_blobs_gets_the_trailer_after_them(tmp_path):
+    """The review: the trailer was added to the program's bytes (`Attached` + bytes is
+    plain bytes), so the output of a reproducer with blobs lost them."""
+    from reducer.session import Settings
+    from reducer.session.files import load_input
+    from reducer.session.guard import Guard
+
+    src = tmp_path / "in.mlir"
+    src.write_text(
+        "func.func @f() -> tensor<2xf32> {\n  %w = arith.constant dense_resource<w> : tensor<2xf32>\n"
+        "  return %w : tensor<2xf32>\n}\n{-#\n  dialect_resources: {\n    builtin: {\n"
+        '      w: "0x040000000000803F00000040"\n    }\n  }\n#-}\n'
+    )
+    given = load_input(str(src))
+    assert given.blobs is not None
+    guard = Guard(Settings(str(src), output=str(tmp_path / "out.mlir")), str(tmp_path / "out.mlir"), given.blobs.attach)
+    guard.trailer = reproducer.Reproducer("builtin.module(canonicalize)").block().encode()
+    guard.write_output(given.text.encode())
+    written = (tmp_path / "out.mlir").read_text()
+    assert '"0x040000000000803F00000040"' in written and written.endswith(guard.trailer.decode())

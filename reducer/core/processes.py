@@ -65,13 +65,13 @@ def stops_held() -> Iterator[None]:
     starting with nobody to close it."""
     came: list[int] = []
     held: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
-            old = signal.getsignal(signum)
-            if callable(old):
-                held[signum] = old
-                signal.signal(signum, lambda got, _frame: came.append(got))
-    try:
+    try:  # a stop between two swaps is raised with every handler put back
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                old = signal.getsignal(signum)
+                if callable(old):
+                    held[signum] = old
+                    signal.signal(signum, lambda got, _frame: came.append(got))
         yield
     finally:
         _restore(held)

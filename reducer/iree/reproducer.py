@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import time
 
 import attrs
@@ -170,3 +171,21 @@ def trailer(oracle: ReplayOracle) -> str:
     if pipeline is None:
         return ""
     return Reproducer(pipeline, oracle.command.has_flag(NO_THREADS)).block()
+
+
+def in_bytecode(data: bytes) -> str:
+    """The resource of a crash reproducer saved as bytecode, which the bindings drop from
+    bytecode they read and iree-opt prints; empty if iree-opt cannot print it."""
+    from reducer.iree.oracles.command import resolve_tool
+
+    try:
+        printed = subprocess.run(
+            [resolve_tool("iree-opt"), "--allow-unregistered-dialect", "-", "-o", "-"],
+            input=data,
+            capture_output=True,
+            timeout=120,
+        ).stdout.decode(errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    found = find(printed)
+    return "" if found is None else found.block()

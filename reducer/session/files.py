@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import mmap
+import json
 import os
 import re
 import stat
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 import attrs
 
@@ -259,8 +258,13 @@ def blobs_apart(given: Input, directory: str) -> Input:
     if given.blobs is not None or "dialect_resources" not in given.text:
         return given
     path = os.path.join(directory, "input-blobs.mlir")
-    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-        f.write(given.text)
+    try:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(given.text)
+    except OSError as exc:
+        raise UserError(
+            EXIT_CANNOT_WRITE, f"cannot copy the input's text into the temp dir {directory}: {exc.strerror}"
+        ) from None
     cut = resources.split(path)
     if cut is None:
         return given
@@ -346,24 +350,10 @@ def bytecode_text(data: bytes, path: str) -> str:
             EXIT_BAD_INPUT, f"input {path!r} is not readable MLIR bytecode (truncated or corrupt?): {exc}"
         ) from None
     if b"mlir_reproducer" in data and "mlir_reproducer" not in text:
-        text += _reproducer_resource(data)
+        from reducer.iree.reproducer import in_bytecode
+
+        text += in_bytecode(data)
     return text
-
-
-def _reproducer_resource(data: bytes) -> str:
-    """A crash reproducer's resource, which the bindings drop from bytecode they read and
-    iree-opt prints (it is what makes the file a reproducer); empty if iree-opt cannot."""
-    from reducer.iree import reproducer
-    from reducer.iree.oracles.command import resolve_tool
-
-    try:
-        printed = subprocess.run(
-            [resolve_tool("iree-opt"), "-", "-o", "-"], input=data, capture_output=True, timeout=120
-        ).stdout.decode(errors="replace")
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    found = reproducer.find(printed)
-    return "" if found is None else found.block()
 
 
 def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ()) -> None:
@@ -426,34 +416,56 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     _check_derived(settings, output, protected, {real: f"{flag} {path}" for real, (flag, path) in seen.items()})
 
 
-#: What a file holds when ireereduce wrote it, per flag: a file there without it is the
-#: user's, and is never replaced (the output is judged by the check instead).
-_MARKS = {
-    "--report": b"Reduced by ireereduce ",
-    "--report-json": b'"schema": "ireereduce-report/',
-    "--stats-json": b'"schema": "ireereduce-stats/',
-    "--progress-json": b'"schema": "ireereduce-progress/',
-}
+#: The paths whose file is replaced only if ireereduce wrote it (the output is judged by
+#: the check instead, the log is appended to).
+_REPLACED = ("--report", "--report-json", "--stats-json", "--progress-json")
+#: A schema id of ireereduce's, as its JSON files and events carry it.
+_SCHEMA = re.compile(rb'"schema"\s*:\s*"ireereduce-[a-z]+/')
+#: JSON files read whole to find their schema id (sorted keys put it anywhere) up to this.
+_JSON_READ = 256 << 20
 
 
 def _not_the_users(flag: str, path: str, real: str) -> None:
     """A report, stats or progress path may name a file only if it is empty or one an
-    earlier run wrote: a rerun replaces its own report, never a file of the user's."""
-    mark = _MARKS.get(flag)
+    earlier run wrote (any of the four kinds): a rerun replaces its own report, never a
+    file of the user's, nor one it cannot read to tell."""
+    if flag not in _REPLACED:
+        return
     try:
         with open(real, "rb") as f:
-            if mark is None or not stat.S_ISREG(os.fstat(f.fileno()).st_mode) or os.fstat(f.fileno()).st_size == 0:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0 or _ours(f, st.st_size):
                 return
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                if data.find(mark) >= 0:
-                    return
-    except OSError:
-        return  # not there (or not readable: _check_writable said what it could)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UserError(
+            EXIT_USAGE,
+            f"{flag} {path} exists and cannot be read to tell whose it is ({exc.strerror}); give another path",
+        ) from None
     raise UserError(
         EXIT_USAGE,
         f"{flag} {path} exists and is not a file ireereduce wrote; ireereduce never overwrites it "
         "(move it away or give another path)",
     )
+
+
+def _ours(f: BinaryIO, size: int) -> bool:
+    """A Markdown report (its summary line among the first five), an event stream (a
+    schema id in its first line), or a JSON file whose top level has one of ours."""
+    head = f.read(1 << 12)
+    if any(line.startswith(b"Reduced by ireereduce ") for line in head.split(b"\n")[:5]):
+        return True
+    if _SCHEMA.search(head.split(b"\n", 1)[0]):
+        return True
+    if size > _JSON_READ or not head.lstrip().startswith(b"{"):
+        return False
+    f.seek(0)
+    try:  # its first JSON value: what follows it (a line added since) does not make it the user's
+        data = json.JSONDecoder().raw_decode(f.read().decode(errors="replace").lstrip())[0]
+    except ValueError:
+        return False
+    return isinstance(data, dict) and str(data.get("schema", "")).startswith("ireereduce-")
 
 
 #: The files ireereduce writes into an inputs folder (`evidence.ship`, `--localize-only`).

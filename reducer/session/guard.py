@@ -77,8 +77,10 @@ class Guard:
         """Write the output. If it cannot be written and no longer holds the best so far
         (its directory was removed), data is saved elsewhere, and the error says where."""
         # A program with blobs is an `Attached` (its file gets them as it is written): `+`
-        # would make it plain bytes, the blob-free text, so a trailer is added only if any.
-        whole_file = data + self.trailer if self.trailer else data
+        # would make it plain bytes, the blob-free text, so a trailer goes after its whole
+        # file; a program that holds the resource already (text mode) gets no second one.
+        carries = self.trailer and b"mlir_reproducer" not in bytes(data)
+        whole_file = whole(data) + self.trailer if carries else data
         try:
             files.write_atomically(self.output, whole_file)
         except OSError as exc:

@@ -113,7 +113,7 @@ def reduce_file(
         else load_input(settings.input, max_time=settings.max_time)
     )
     settings = triage.replayed(settings, given.text)  # a crash reproducer: its replay is the oracle
-    triage.reproducer_as_text(settings)
+    triage.reproducer_as_text(settings, given.text, given.bytecode)
     check_oracle(settings)
     supplies = wiring.open_archives(settings, given.text)  # before any worker: a missing archive is one line
     _say_unusable_tmpdir()
@@ -228,7 +228,8 @@ def _reduce(
 ) -> Result:
     # One executor for every check (the original's, workflows, engine, flags, re-checks,
     # --for-upstream); its workers are forked before any MLIR context exists here.
-    given = blobs_apart(given, os.environ[RUN_DIR_ENV])  # blobs kept in the file, as a text input's
+    if given.bytecode or settings.text is not None or not os.path.isfile(settings.input):  # read whole
+        given = blobs_apart(given, os.environ[RUN_DIR_ENV])  # blobs kept in a file, as a text input's
     inner = make_executor(settings, None, executor_factory)
     if given.bytecode:  # every check gets each program as bytecode, as the input was
         inner = _as_bytecode(inner)

@@ -294,7 +294,7 @@ def _fails_without_a_program(oracle: Oracle, verdict: Verdict, guard: Guard, exe
         if getattr(sig, "first_error", None):  # the signature already quotes it
             said = ""
         # An exit with no error line of its own is told by what the tool said instead.
-        told = f"exit {verdict.returncode}" if said and getattr(sig, "kind", None) == "error" else sig.describe()
+        told = f"exit {empty.returncode}" if said and getattr(sig, "kind", None) == "error" else sig.describe()
         raise UserError(
             EXIT_NOT_INTERESTING,
             f"the command fails on an empty module too, with {told}"
