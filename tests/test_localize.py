@@ -191,6 +191,37 @@ def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path)
     assert out.read_text() == cut
 
 
+@needs_iree
+def test_localize_only_writes_bytecode_when_asked(tmp_path: Path):
+    """Audit 8 (D1): -o cut.mlirbc got text, which ireereduce then refused as input."""
+    settings = mlp_settings(tmp_path)
+    out = tmp_path / "cut.mlirbc"
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer", settings.input, "-o", str(out), "--localize-only"]
+        + ["--mismatch", "--compile", settings.compile or "", "--against", settings.against or ""],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes().startswith(b"ML\xefR")
+    assert "math.powf" in subprocess.run(["iree-opt", str(out)], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("flag", ["--report", "--report-json", "--stats-json", "--progress-json"])
+def test_localize_only_refuses_what_it_would_not_write(tmp_path: Path, flag: str):
+    """Audit 8 (D2): these were ignored without a word; refused before any compile."""
+    (tmp_path / "mlp.mlir").write_text("func.func @main() {\n  return\n}\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer", str(tmp_path / "mlp.mlir"), "-o", str(tmp_path / "cut.mlir")]
+        + ["--localize-only", "--backends", "llvm-cpu,vmvx", flag, str(tmp_path / "x.out")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert f"{flag} goes with a reduction: --localize-only writes the cut program and its inputs only" in proc.stderr
+    assert {p.name for p in tmp_path.iterdir()} == {"mlp.mlir"}
+
+
 @pytest.mark.parametrize("where", ["output", "inputs folder"])
 def test_localize_only_never_replaces_a_users_file(tmp_path: Path, where: str):
     """Refused before any compile: a file of the user's at -o (without --fresh), or in

@@ -343,9 +343,7 @@ NOT_WITH_LOCALIZE_ONLY = {
 
 def alone_with_localize_only(params: dict[str, Any]) -> None:
     """--localize-only writes the cut program and its inputs, no report, stats or events."""
-    given = [
-        flag for flag, key in {**NOT_WITH_LOCALIZE_ONLY, "--progress-json": "progress_json"}.items() if params.get(key)
-    ]
+    given = [flag for flag, key in NOT_WITH_LOCALIZE_ONLY.items() if params.get(key)]
     if given:
         raise UserError(
             EXIT_USAGE, f"{given[0]} goes with a reduction: --localize-only writes the cut program and its inputs only"
