@@ -169,16 +169,21 @@ def test_localisation_finds_the_first_dispatch_that_goes_wrong(tmp_path: Path):
     assert "dispatch #1 of 6: main_dispatch_1::" in found.describe()
 
 
-@needs_iree
-def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path):
+def localize_only(tmp_path: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """`ireereduce mlp.mlir -o OUT --localize-only` on mlp_settings' model and sides."""
     settings = mlp_settings(tmp_path)
-    out = tmp_path / "cut.mlir"
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "reducer", settings.input, "-o", str(out), "--localize-only"]
         + ["--mismatch", "--compile", settings.compile or "", "--against", settings.against or ""],
         capture_output=True,
         text=True,
     )
+
+
+@needs_iree
+def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path):
+    out = tmp_path / "cut.mlir"
+    proc = localize_only(tmp_path, out)
     assert proc.returncode == 0, proc.stderr
     assert "dispatch #1 of 6: main_dispatch_1::main_dispatch_1_matmul_4x8x8_f32" in proc.stdout
     assert "worst error: NaN on a only at output 0 index [" in proc.stdout
@@ -194,14 +199,8 @@ def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path)
 @needs_iree
 def test_localize_only_writes_bytecode_when_asked(tmp_path: Path):
     """Audit 8 (D1): -o cut.mlirbc got text, which ireereduce then refused as input."""
-    settings = mlp_settings(tmp_path)
     out = tmp_path / "cut.mlirbc"
-    proc = subprocess.run(
-        [sys.executable, "-m", "reducer", settings.input, "-o", str(out), "--localize-only"]
-        + ["--mismatch", "--compile", settings.compile or "", "--against", settings.against or ""],
-        capture_output=True,
-        text=True,
-    )
+    proc = localize_only(tmp_path, out)
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes().startswith(b"ML\xefR")
     assert "math.powf" in subprocess.run(["iree-opt", str(out)], capture_output=True, text=True).stdout
