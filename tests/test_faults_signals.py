@@ -282,6 +282,23 @@ def test_what_a_dask_run_killed_with_sigkill_leaves_the_next_run_removes(case: P
     assert_clean(case)
 
 
+def test_a_run_refused_at_once_still_removes_what_a_killed_run_left(case: Path):
+    """A resume refused for a bad flag or state exited before the run's scope, and left a
+    killed run's directory and hung checks: the README says the next run removes them."""
+    (case / "input.mlir").write_text(BIG)
+    pids = case / "pids"
+    make_script(case / "check.sh", HANG.format(pids=pids))
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2", "--strategies", "drop-ops", "--no-state")
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) >= 2, 120)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert any(p.name.startswith("ireereduce-run-") for p in (case / "tmp").iterdir())
+    refused = cli(case, "input.mlir", "--check", "check.sh", "--no-state", "--state-dir", "s")
+    assert refused.returncode == 2 and "contradict" in error_line(refused.stderr)
+    assert list((case / "tmp").iterdir()) == []
+    assert not [p for p in map(int, pids.read_text().split()) if psutil.pid_exists(p)], "hung checks left"
+
+
 def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path: Path):
     """What a signal to the process group does to a worker of the embedded cluster and to
     the fork server that starts them, alone: both go on, and the next check runs on the

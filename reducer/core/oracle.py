@@ -170,7 +170,7 @@ def run_scope() -> Iterator[str]:
     directory and every check's processes carry the tag, so when the run ends, however
     it ends (a worker killed mid-check with os._exit included), removing one directory
     and sweeping one tag leaves nothing behind, `setsid` children included."""
-    _remove_stale_runs()
+    remove_stale_runs()
     with _locked_run_dir() as (run_dir, tag):
         saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, RUN_TAG_ENV)}
         os.environ[RUN_DIR_ENV], os.environ[RUN_TAG_ENV] = run_dir, tag
@@ -221,7 +221,7 @@ def task_scope() -> Iterator[None]:
     if inherited is not None and os.path.isdir(inherited):
         yield
         return
-    _remove_stale_runs()
+    remove_stale_runs()
     # No tag sweep at the end: run_in sweeps each check's own tag as it ends, and a
     # killed worker runs neither; it would only cost one more scan of /proc per check.
     with _locked_run_dir(sweep_at_end=False) as scope:
@@ -269,7 +269,7 @@ def _locked_run_dir(sweep_at_end: bool = True) -> Iterator[tuple[str, str]]:
             os.close(lock)
 
 
-def _remove_stale_runs() -> None:
+def remove_stale_runs() -> None:
     """What a run killed with SIGKILL left: its directory and its checks' processes. A
     live run (or its orphaned workers) holds the flock on its directory's lock file.
     A staging directory is renamed microseconds after it is made: one older than

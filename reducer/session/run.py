@@ -24,7 +24,7 @@ from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
-from reducer.core.oracle import RUN_DIR_ENV, Oracle, Verdict, run_scope
+from reducer.core.oracle import RUN_DIR_ENV, Oracle, Verdict, remove_stale_runs, run_scope
 from reducer.core.processes import interrupts_kept
 from reducer.core.resources import Blobs
 from reducer.core.state import Busy, OutputLock
@@ -104,6 +104,7 @@ def reduce_file(
 ) -> Result:
     """Reduce settings.input; the output holds the smallest interesting program found."""
     began = time.monotonic()
+    remove_stale_runs()  # first: a run refused below still removes what a kill -9 left
     settings = attrs.evolve(settings, jobs=settings.workers())
     _check_settings(settings)
     check_paths(settings)
