@@ -148,6 +148,11 @@ class Oracle(abc.ABC):
         the oracle keeps none (a script decides for itself)."""
         return None
 
+    def notes(self, original: Verdict) -> tuple[str, ...]:
+        """What the user should hear of how the original was judged (one warning each),
+        such as given inputs that do not fit its signature."""
+        return ()
+
     def why_not(self, verdict: Verdict) -> str:
         """Why the original is not interesting, in words a user can act on."""
         tail = verdict.stderr_tail.strip().splitlines()[-1:] or [""]
@@ -551,6 +556,9 @@ class RepeatOracle(Oracle):
 
     def reproducer(self, path: str) -> str:
         return self.inner.reproducer(path)
+
+    def notes(self, original: Verdict) -> tuple[str, ...]:
+        return self.inner.notes(original)
 
     def why_not(self, verdict: Verdict) -> str:
         return self.inner.why_not(verdict)

@@ -215,6 +215,8 @@ def given(entry: str, base: str = ".") -> np.ndarray:
     shape = [int(d) for d in dims_text.split("x")] if dims_text else []
     words = [w for w in re.split(r"[\s,\[\]]+", values_text) if w]
     n = int(np.prod(shape)) if shape else 1
+    if any("=" in w for w in words):  # two values joined with ',': a list only names files
+        raise ValueError(f"{entry!r} holds more than one value; give each its own --inputs")
     if len(words) not in (1, n):
         raise ValueError(f"{entry!r}: {len(words)} values for {n} elements")
     try:

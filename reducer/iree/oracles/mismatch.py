@@ -62,6 +62,19 @@ def input_flag(t: str, k: int, tmp: str) -> str | None:
     return None if value is None else inputs.flag(value, t, os.path.join(tmp, f"input{k}.npy"))
 
 
+#: Starts a line of a verdict's detail that `notes` gives the user as a warning.
+_NOTE = "note: "
+
+
+def _unfit_note(given: int, function: str, arguments: int) -> str:
+    if given < arguments:
+        return (
+            f"--inputs gives {given} value{'s' if given != 1 else ''} for @{function}'s {arguments} arguments: "
+            f"the other {arguments - given} get generated values (give one --inputs per argument)"
+        )
+    return f"--inputs gives {given} values for @{function}'s {arguments} arguments: {given - arguments} go unused"
+
+
 @attrs.define
 class Side:
     """One configuration compiled and run: its outputs, or why it failed."""
@@ -74,6 +87,7 @@ class Side:
     described: str = ""
     outputs: list[np.ndarray] = attrs.Factory(list)
     stderr: str = ""  # iree-run-module's
+    note: str = ""  # given inputs that do not fit the signature: what was made of them
 
 
 @attrs.frozen
@@ -104,16 +118,16 @@ class MismatchOracle(Oracle):
                 sides.append(ran)
                 if ran.failed is not None:
                     outcome, rc, detail = ran.failed
-                    return self._verdict(outcome, rc, sum(s.seconds for s in sides), detail)
+                    return self._verdict(outcome, rc, sum(s.seconds for s in sides), detail, note=sides[0].note)
                 values = ran.values
         seconds = sum(s.seconds for s in sides)
-        function, described = sides[0].function, sides[0].described
+        function, described, note = sides[0].function, sides[0].described, sides[0].note
         a, b = sides[0].outputs, sides[1].outputs  # compared as float64, whatever each side's types
         if not a:
-            return self._verdict("same outputs", 0, seconds, "the function returns nothing")
+            return self._verdict("same outputs", 0, seconds, "the function returns nothing", note=note)
         sig = signature.numeric(a, b, self.rtol, self.atol)
         if sig.kind == "ok":
-            return self._verdict("same outputs", 0, seconds, "", sig)
+            return self._verdict("same outputs", 0, seconds, "", sig, note)
         i = sig.code or 0
         x, y = a[i], b[i]
         if x.shape != y.shape:
@@ -129,8 +143,9 @@ class MismatchOracle(Oracle):
                 f"a: {x.ravel()[:8]}\nb: {y.ravel()[:8]}"
             )
         if self.expected is not None and not self.allow_slippage and not sig.matches(self.expected):
-            return self._verdict("different bug", 0, seconds, f"{detail}\nnot {self.expected.describe()}", sig)
-        return self._verdict("interesting", 0, seconds, detail, sig)
+            detail = f"{detail}\nnot {self.expected.describe()}"
+            return self._verdict("different bug", 0, seconds, detail, sig, note)
+        return self._verdict("interesting", 0, seconds, detail, sig, note)
 
     def values(self) -> list[np.ndarray] | None:
         """The user's inputs (--inputs), or None: made from the first side's signature."""
@@ -170,6 +185,8 @@ class MismatchOracle(Oracle):
                 done.failed = ("run failed", 1, f"cannot make inputs for {types}")
                 return done
             values = [v for v in generated if v is not None]
+        if not made and len(values) != len(types):
+            done.note = _unfit_note(len(values), done.function, len(types))
         try:
             if not made:  # a candidate's signature may have changed since they were made
                 values = inputs.fit(values, types)
@@ -212,10 +229,21 @@ class MismatchOracle(Oracle):
     def calibrate(self, original: Verdict) -> MismatchOracle:
         return attrs.evolve(self, expected=signature.of_verdict(original))
 
+    def notes(self, original: Verdict) -> tuple[str, ...]:
+        return tuple(ln[len(_NOTE) :] for ln in original.stderr_tail.splitlines() if ln.startswith(_NOTE))
+
     def _verdict(
-        self, outcome: str, rc: int | None, seconds: float, detail: str, sig: signature.Signature | None = None
+        self,
+        outcome: str,
+        rc: int | None,
+        seconds: float,
+        detail: str,
+        sig: signature.Signature | None = None,
+        note: str = "",
     ) -> Verdict:
-        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, detail[-4000:], outcome, sig)
+        """The verdict; a note on the inputs goes last, where the tail kept never cuts it."""
+        tail = detail[-4000:] + (f"\n{_NOTE}{note}" if note else "")
+        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, tail, outcome, sig)
 
     def _entry(self, vmfb: str, tmp: str) -> tuple[str, list[str], int] | str:
         """The function to run: its name, argument types and result count; else why none."""
