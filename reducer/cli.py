@@ -344,6 +344,7 @@ def _print_schema(ctx: click.Context, _param: click.Parameter, value: str | None
 @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
 def main(**params: Any) -> None:
     _ensure_stderr()
+    options.names_as_given()
     progress_json = params["progress_json"]
     try:  # before the log file (or --progress-json) is opened: it may be the input
         session.check_limits()  # logging's queue needs files of its own

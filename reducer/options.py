@@ -3,6 +3,7 @@ way every other error is: one line, `ireereduce: error: ...`, exit 2 (EXIT_USAGE
 
 from __future__ import annotations
 
+import codecs
 import math
 import sys
 from typing import Any
@@ -106,3 +107,23 @@ def backends(value: str, flags: str | None) -> tuple[str, str, bool]:
         ).strip()
 
     return command(given[0]), command(given[1]), True
+
+
+def names_as_given() -> None:
+    """stdout and stderr write a file name's bytes that are not UTF-8 back as those bytes,
+    as `ls | cat` and the reports do: Python's default wrote `out\\udcff.mlir` for the
+    name `out<0xff>.mlir`. Other characters a stream cannot encode stay backslash-escaped."""
+
+    def handler(exc: UnicodeError) -> tuple[str | bytes, int]:
+        if not isinstance(exc, UnicodeEncodeError):
+            return codecs.backslashreplace_errors(exc)
+        c = exc.object[exc.start]  # one at a time: a run of them may mix both kinds
+        if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte os.fsdecode could not decode
+            return bytes([ord(c) - 0xDC00]), exc.start + 1
+        return c.encode("ascii", "backslashreplace").decode(), exc.start + 1
+
+    codecs.register_error("ireereduce-names", handler)
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="ireereduce-names")

@@ -335,15 +335,39 @@ def test_an_input_name_that_is_not_utf8_round_trips_into_the_reports(case: Path)
     name = os.fsdecode(b"in\xff.mlir")
     os.rename(case / "input.mlir", case / name)
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
-    proc = cli(case, name, "--check", "check.sh", "-j", "1", "--report", "r.md", "--report-json", "r.json")
+    proc = cli(
+        case,
+        name,
+        "--check",
+        "check.sh",
+        "-j",
+        "1",
+        "--report",
+        "r.md",
+        "--report-json",
+        "r.json",
+        errors="surrogateescape",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "internal error" not in proc.stderr
+    # the summary names the output with its own bytes too, not Python's `\udcff` escape (audit 8, W1)
+    assert b"ireereduce: in\xff.reduced.mlir" in os.fsencode(proc.stderr), proc.stderr
     assert b"in\xff.mlir" in (case / "r.md").read_bytes()  # the name's own bytes, as a shell gives them back
     report = json.loads((case / "r.json").read_bytes())
     assert os.fsencode(report["input"]) == b"in\xff.mlir"
     assert (case / name).read_text() == SMALL
     assert "math.exp" in (case / os.fsdecode(b"in\xff.reduced.mlir")).read_text()
     assert_clean(case)
+
+
+def test_a_name_goes_out_as_its_bytes_and_what_the_stream_cannot_encode_escaped():
+    """The handler behind the summary's names: an undecodable name byte as itself; any
+    other character a stream (here ASCII) cannot encode still escaped, never an error."""
+    code = "import os, sys; from reducer.options import names_as_given; names_as_given(); "
+    code += "sys.stderr.write(os.fsdecode(b'a\\xff') + '\\xe9\\n')"
+    env = dict(os.environ, PYTHONIOENCODING="ascii")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == b"a\xff\\xe9\n", proc.stderr
 
 
 # -- 5. the lock is beside the output's target -------------------------------------------
