@@ -268,6 +268,28 @@ def test_a_state_marker_cut_short_by_a_full_disk_leaves_no_directory(tmp_path: P
     assert (tmp_path / "given").is_dir() and list((tmp_path / "given").iterdir()) == []
 
 
+def test_a_start_cut_short_by_a_full_disk_leaves_no_state_directory(tmp_path: Path, monkeypatch):
+    """Audit 8: with room for the marker but not for the start, OUTPUT.resume/ stayed
+    with a marker and half a start, which no rerun resumes from."""
+    import errno
+
+    from reducer.core import state
+
+    def full(self: state.RunState, name: str, _data: object) -> None:
+        with open(os.path.join(self.path, name + ".tmp"), "w") as f:
+            f.write("{")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(state.RunState, "_write_json", full)
+    with pytest.raises(OSError):
+        state.RunState(str(tmp_path / "s")).create({"input": "x"}, None)
+    assert not (tmp_path / "s").exists()
+    (tmp_path / "given").mkdir()  # a directory given empty is left empty
+    with pytest.raises(OSError):
+        state.RunState(str(tmp_path / "given")).create({"input": "x"}, None)
+    assert (tmp_path / "given").is_dir() and list((tmp_path / "given").iterdir()) == []
+
+
 # -- inputs that are not regular files ----------------------------------------------------
 def test_a_device_as_the_input_is_one_line(case: Path):
     """/dev/zero as the input was read forever: about 1 GB of memory a second, no word,

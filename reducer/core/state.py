@@ -363,11 +363,13 @@ class RunState:
             self._write_marker(GIVEN)
         try:
             data = codec.encode(start, self._write_program)
+            self._write_json(_START, data)
+            self._write_json(_RUN, {"format": FORMAT, "fingerprint": fp})
         except codec.CodecError as exc:
             log.warning("cannot record this run's start in %s (%s); a killed run will start over", self.path, exc)
-            return
-        self._write_json(_START, data)
-        self._write_json(_RUN, {"format": FORMAT, "fingerprint": fp})
+        except OSError:  # a full disk: a start cut short resumes nothing, and stays for no one
+            self.remove()
+            raise
 
     def _write_marker(self, how: str) -> None:
         """O_EXCL: never through a file or link already there. A marker cut short (a full
