@@ -168,6 +168,23 @@ def test_allow_slippage_reaches_the_mismatch_oracle(allow: bool):
     assert make_oracle(settings, "in.mlir", 10.0).allow_slippage is allow
 
 
+def test_a_long_compile_log_keeps_its_first_error_for_the_user():
+    """The mismatch verdict kept the last 4000 characters of a side's log: a compile that
+    printed many warnings after its error lost it, and the user was told a warning's line."""
+    from reducer.session import Settings, make_oracle
+
+    command = "iree-compile {input} -o {output}"
+    settings = Settings("in.mlir", compile=command, against=command, mismatch=True)
+    oracle = make_oracle(settings, "in.mlir", 10.0)
+    log = "compile a: /tmp/x/in.mlir:3:5: error: failed to legalize operation 'math.erf'\n"
+    log += "in.mlir:9:1: warning: a warning\n" * 400
+    verdict = oracle._verdict("run failed", 1, 0.1, log)
+    assert "warning" in verdict.stderr_tail.splitlines()[-1] and len(verdict.stderr_tail) < 4100  # the tail, kept short
+    assert (
+        oracle.why_not(verdict) == "run failed: compile a: in.mlir:3:5: error: failed to legalize operation 'math.erf'"
+    )
+
+
 def test_the_reports_commands_give_scalars_as_bare_values(tmp_path: Path):
     """The report's iree-run-module commands spell inputs as the checks do: a scalar f32
     as `-2.0`, never `f32=-2.0` (which iree-run-module refuses), a tensor as a .npy file."""

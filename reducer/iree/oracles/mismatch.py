@@ -241,8 +241,11 @@ class MismatchOracle(Oracle):
         sig: signature.Signature | None = None,
         note: str = "",
     ) -> Verdict:
-        """The verdict; a note on the inputs goes last, where the tail kept never cuts it."""
-        tail = detail[-4000:] + (f"\n{_NOTE}{note}" if note else "")
+        """The verdict, keeping the detail's head (a compile's first `error:`) and tail (a
+        crash stack); a note on the inputs goes last, where nothing cuts it."""
+        if len(detail) > 4000:
+            detail = f"{detail[:2000]}\n...\n{detail[-2000:]}"
+        tail = detail + (f"\n{_NOTE}{note}" if note else "")
         return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, tail, outcome, sig)
 
     def _entry(self, vmfb: str, tmp: str) -> tuple[str, list[str], int] | str:
