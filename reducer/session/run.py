@@ -236,8 +236,8 @@ def _reduce(
         inner = _as_bytecode(inner)
     if given.blobs is not None:  # every check gets each program with the blobs it uses
         inner = Encoded(inner, given.blobs.attach, "")
-    carried = b"" if given.blobs is not None or given.bytecode else triage.carried(settings, given.text)
-    if carried:  # a crash reproducer's resource goes after every program the check gets
+    carried = b"" if given.bytecode else triage.carried(settings, given.text)
+    if carried:  # a crash reproducer's resource goes after every program the check gets, before its blobs
         inner = Encoded(inner, triage.carrying(carried), "")
     primers: list[EarlyExecutor] = []  # the early checks' timers go before the workers
     try:
