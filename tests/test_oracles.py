@@ -183,6 +183,8 @@ def test_a_long_compile_log_keeps_its_first_error_for_the_user():
     assert (
         oracle.why_not(verdict) == "run failed: compile a: in.mlir:3:5: error: failed to legalize operation 'math.erf'"
     )
+    crashed = oracle._verdict("run failed", -11, 0.1, "run a: Segmentation fault", note="--inputs gives 1 value")
+    assert oracle.why_not(crashed) == "run failed: run a: Segmentation fault"  # never the note
 
 
 def test_the_reports_commands_give_scalars_as_bare_values(tmp_path: Path):

@@ -75,6 +75,9 @@ class Verdict:
     #: different bug, timeout, out of memory, run failed, same outputs, fast.
     outcome: str = ""
     signature: Finding | None = None
+    #: What the user should hear of how this was judged, one warning each (given inputs
+    #: that do not fit the program, say); kept apart from the log a failure is told from.
+    notes: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -147,11 +150,6 @@ class Oracle(abc.ABC):
         """The original's failure that candidates must match, once calibrated; None if
         the oracle keeps none (a script decides for itself)."""
         return None
-
-    def notes(self, original: Verdict) -> tuple[str, ...]:
-        """What the user should hear of how the original was judged (one warning each),
-        such as given inputs that do not fit its signature."""
-        return ()
 
     def why_not(self, verdict: Verdict) -> str:
         """Why the original is not interesting, in words a user can act on."""
@@ -556,9 +554,6 @@ class RepeatOracle(Oracle):
 
     def reproducer(self, path: str) -> str:
         return self.inner.reproducer(path)
-
-    def notes(self, original: Verdict) -> tuple[str, ...]:
-        return self.inner.notes(original)
 
     def why_not(self, verdict: Verdict) -> str:
         return self.inner.why_not(verdict)

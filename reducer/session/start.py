@@ -228,7 +228,7 @@ def judge_original(
         flaky = "the check passed the original once and failed it once"
         log.warning("the check is flaky: %s; consider --repeat N (a candidate must then pass N times)", flaky)
     verdict = next((v for v in verdicts if v.interesting), verdicts[0])
-    for note in first.notes(verdict):
+    for note in verdict.notes:
         log.warning("%s", note)
     if verdict.timed_out and not first.measures_time:
         raise UserError(

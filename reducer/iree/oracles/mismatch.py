@@ -62,17 +62,13 @@ def input_flag(t: str, k: int, tmp: str) -> str | None:
     return None if value is None else inputs.flag(value, t, os.path.join(tmp, f"input{k}.npy"))
 
 
-#: Starts a line of a verdict's detail that `notes` gives the user as a warning.
-_NOTE = "note: "
-
-
 def _unfit_note(given: int, function: str, arguments: int) -> str:
+    said = f"--inputs gives {given} value{'s' if given != 1 else ''} for @{function}'s {arguments} arguments"
     if given < arguments:
-        return (
-            f"--inputs gives {given} value{'s' if given != 1 else ''} for @{function}'s {arguments} arguments: "
-            f"the other {arguments - given} get generated values (give one --inputs per argument)"
-        )
-    return f"--inputs gives {given} values for @{function}'s {arguments} arguments: {given - arguments} go unused"
+        left = arguments - given
+        made = "one gets generated values" if left == 1 else f"{left} get generated values"
+        return f"{said}: the other {made} (give one --inputs per argument)"
+    return f"{said}: {given - arguments} {'goes' if given - arguments == 1 else 'go'} unused"
 
 
 @attrs.define
@@ -229,9 +225,6 @@ class MismatchOracle(Oracle):
     def calibrate(self, original: Verdict) -> MismatchOracle:
         return attrs.evolve(self, expected=signature.of_verdict(original))
 
-    def notes(self, original: Verdict) -> tuple[str, ...]:
-        return tuple(ln[len(_NOTE) :] for ln in original.stderr_tail.splitlines() if ln.startswith(_NOTE))
-
     def _verdict(
         self,
         outcome: str,
@@ -242,11 +235,11 @@ class MismatchOracle(Oracle):
         note: str = "",
     ) -> Verdict:
         """The verdict, keeping the detail's head (a compile's first `error:`) and tail (a
-        crash stack); a note on the inputs goes last, where nothing cuts it."""
+        crash stack); a note on the inputs goes beside it, never taken for why it failed."""
         if len(detail) > 4000:
             detail = f"{detail[:2000]}\n...\n{detail[-2000:]}"
-        tail = detail + (f"\n{_NOTE}{note}" if note else "")
-        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, tail, outcome, sig)
+        notes = (note,) if note else ()
+        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, detail, outcome, sig, notes)
 
     def _entry(self, vmfb: str, tmp: str) -> tuple[str, list[str], int] | str:
         """The function to run: its name, argument types and result count; else why none."""
