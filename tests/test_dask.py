@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -275,9 +276,8 @@ def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(worker
     killed in between left that directory, which no lock marks as dead or alive."""
     from reducer.core.oracle import STAGING_PREFIX, STAGING_STALE, task_scope
 
-    old, fresh = worker_tmp / f"{STAGING_PREFIX}old", worker_tmp / f"{STAGING_PREFIX}fresh"
+    old, fresh = (Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=worker_tmp)) for _ in range(2))
     for d in (old, fresh):
-        d.mkdir()
         (d / ".lock").touch()
     then = time.time() - STAGING_STALE - 5
     os.utime(old, (then, then))

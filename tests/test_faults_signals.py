@@ -299,6 +299,48 @@ def test_a_run_refused_at_once_still_removes_what_a_killed_run_left(case: Path):
     assert not [p for p in map(int, pids.read_text().split()) if psutil.pid_exists(p)], "hung checks left"
 
 
+def test_the_sweep_of_dead_runs_keeps_a_users_folders_of_a_like_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Review: any `ireereduce-new-*` folder an hour old was removed, and a run's
+    sweep now comes first in every run, a refused one too. Only what a run made goes:
+    mkdtemp's name and mode 0700, a lock that is a file, and (for staging) nothing else."""
+    import tempfile
+
+    from reducer.core.oracle import STAGING_PREFIX, remove_stale_runs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    then = time.time() - 3600
+
+    def folder(path: Path, mode: int = 0o700) -> Path:
+        path.mkdir()
+        path.chmod(mode)
+        return path
+
+    def made(prefix: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_path))
+
+    users = [
+        folder(tmp_path / "ireereduce-run-ideas"),  # not mkdtemp's name
+        folder(tmp_path / "ireereduce-run-abcd1234", 0o755),  # not its mode
+        made(STAGING_PREFIX),  # staging that holds more than a lock
+        made("ireereduce-run-"),  # a lock that is a link
+    ]
+    for path in users:
+        (path / "notes.txt").write_text("mine")
+        if not path.name.startswith(STAGING_PREFIX):
+            (path / ".lock").touch()
+    (users[3] / ".lock").unlink()
+    (users[3] / ".lock").symlink_to(users[3] / "notes.txt")
+    stale = made(STAGING_PREFIX)  # a run killed before its rename
+    (stale / ".lock").touch()
+    dead = made("ireereduce-run-")  # a run killed with SIGKILL
+    (dead / ".lock").touch()
+    for path in [*users, stale]:
+        os.utime(path, (then, then))
+    remove_stale_runs()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in users)
+    assert all((p / "notes.txt").read_text() == "mine" for p in users)
+
+
 def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path: Path):
     """What a signal to the process group does to a worker of the embedded cluster and to
     the fork server that starts them, alone: both go on, and the next check runs on the

@@ -16,11 +16,13 @@ import fcntl
 import itertools
 import logging
 import os
+import re
 import resource
 import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -276,20 +278,20 @@ def remove_stale_runs() -> None:
     """What a run killed with SIGKILL left: its directory and its checks' processes. A
     live run (or its orphaned workers) holds the flock on its directory's lock file.
     A staging directory is renamed microseconds after it is made: one older than
-    STAGING_STALE seconds is a run killed in between."""
-    base = tempfile.gettempdir()
+    STAGING_STALE seconds is a run killed in between. Only directories made as
+    `_locked_run_dir` makes them are touched: a folder of the user's of a like name stays."""
     try:
-        entries = [e for e in os.scandir(base) if e.name.startswith("ireereduce-") and e.is_dir()]
+        base = tempfile.gettempdir()
+        entries = [e for e in os.scandir(base) if _made_by_a_run(e)]
     except OSError:
         return
     for entry in [e for e in entries if e.name.startswith(STAGING_PREFIX)]:
         with contextlib.suppress(OSError):
-            if time.time() - entry.stat().st_mtime > STAGING_STALE:
+            if time.time() - entry.stat().st_mtime > STAGING_STALE and set(os.listdir(entry.path)) <= {".lock"}:
                 shutil.rmtree(entry.path, ignore_errors=True)
-    entries = [e for e in entries if e.name.startswith("ireereduce-run-")]
-    for entry in entries:
+    for entry in [e for e in entries if e.name.startswith("ireereduce-run-")]:
         try:
-            fd = os.open(os.path.join(entry.path, ".lock"), os.O_RDONLY)
+            fd = os.open(os.path.join(entry.path, ".lock"), os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
@@ -298,9 +300,24 @@ def remove_stale_runs() -> None:
             continue  # alive
         finally:
             os.close(fd)
-        sweep(RUN_TAG_ENV, entry.name)
+        try:
+            sweep(RUN_TAG_ENV, entry.name)
+        except OSError:  # no file left to scan /proc with (ulimit -n): a later run removes it
+            continue
         _remove_noted(entry.path, base)
         shutil.rmtree(entry.path, ignore_errors=True)
+
+
+#: A run's directory as `_locked_run_dir` names it: mkdtemp's eight characters.
+_RUN_NAME = re.compile(r"ireereduce-(?:new|run)-[a-z0-9_]{8}")
+
+
+def _made_by_a_run(entry: os.DirEntry[str]) -> bool:
+    """mkdtemp's name and mode (0700), and this user's: what `_locked_run_dir` made."""
+    if not _RUN_NAME.fullmatch(entry.name):
+        return False
+    st = entry.stat(follow_symlinks=False)
+    return stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
 
 
 def _remove_noted(run_dir: str, base: str) -> None:
