@@ -4,6 +4,7 @@ way every other error is: one line, `ireereduce: error: ...`, exit 2 (EXIT_USAGE
 from __future__ import annotations
 
 import codecs
+import contextlib
 import math
 import sys
 from typing import Any
@@ -126,4 +127,5 @@ def names_as_given() -> None:
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
-            reconfigure(errors="ireereduce-names")
+            with contextlib.suppress(ValueError, OSError):  # closed: nothing goes through it
+                reconfigure(errors="ireereduce-names")

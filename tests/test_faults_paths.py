@@ -368,6 +368,9 @@ def test_a_name_goes_out_as_its_bytes_and_what_the_stream_cannot_encode_escaped(
     env = dict(os.environ, PYTHONIOENCODING="ascii")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
     assert proc.returncode == 0 and proc.stderr == b"a\xff\\xe9\n", proc.stderr
+    closed = "import sys; sys.stdout.close(); from reducer.options import names_as_given; names_as_given()"
+    proc = subprocess.run([sys.executable, "-c", closed], capture_output=True, timeout=60)  # an embedder's
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr
 
 
 # -- 5. the lock is beside the output's target -------------------------------------------
