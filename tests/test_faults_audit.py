@@ -144,6 +144,27 @@ def test_an_output_holding_what_the_check_rejects_is_kept(case: Path, held: str)
     assert_clean(case)
 
 
+def test_an_output_holding_a_larger_interesting_program_of_the_users_is_kept(case: Path):
+    """Audit 9 (Z08): a program of the user's at -o that the check accepts, no smaller
+    than the input, was replaced by the result without a word. ireereduce never writes
+    such a file; a copy of the input itself has nothing to lose."""
+    larger = SMALL.replace("  return %2", "  %3 = arith.negf %2 : f32\n  return %3").replace(
+        "-> f32 {", "-> f32 {\n  // mine"
+    )
+    (case / "out.mlir").write_text(larger)
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "-o", "out.mlir")
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert "out.mlir already holds an interesting program no smaller than the input" in line, line
+    assert (case / "out.mlir").read_text() == larger
+    assert not list(case.glob("*.resume"))
+    assert_clean(case)
+    (case / "copy.mlir").write_text(SMALL)
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "-o", "copy.mlir")
+    assert proc.returncode == 0, proc.stderr
+    assert "negf" not in (case / "copy.mlir").read_text()
+
+
 def test_fresh_replaces_an_output_the_check_rejects(case: Path):
     (case / "input.reduced.mlir").write_text(OTHER_BUG)
     proc = cli(case, "input.mlir", "--check", "./check.sh", "--fresh")

@@ -401,7 +401,9 @@ class Run:
         text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
         if not settings.fresh and os.path.exists(self.output):
-            previous = previous_best(self.output, text, oracle, self.guard, self.inner, wiring.outside(settings))
+            previous = previous_best(
+                self.output, text, oracle, self.guard, self.inner, wiring.outside(settings), original_text
+            )
             if previous is not None:
                 findings.notes.append(
                     f"started from the smaller interesting program already in {self.output} "

@@ -323,10 +323,13 @@ def previous_best(
     guard: Guard,
     executor: Executor,
     outside: Callable[[str], int] | None = None,
+    original: str = "",
 ) -> str | None:
     """The output of an earlier run, if it is smaller than text (`as_file`) and still
     interesting. What the check rejects (an earlier result for another bug, a file of the
-    user's) is never replaced: the run stops before it writes anything (--fresh replaces it)."""
+    user's) is never replaced, nor is an interesting program no smaller than text that is
+    not the input itself (ireereduce writes none such: the user's own): the run stops
+    before it writes anything (--fresh replaces it)."""
     try:
         with open(output, "rb") as f:
             held = f.read()
@@ -355,7 +358,15 @@ def previous_best(
             "or --fresh to replace it",
         )
     assert previous is not None
-    return previous if as_file(previous, outside).smaller_than(as_file(text, outside)) else None
+    if as_file(previous, outside).smaller_than(as_file(text, outside)):
+        return previous
+    if previous not in (text, original):
+        raise UserError(
+            EXIT_USAGE,
+            f"{output} already holds an interesting program no smaller than the input (a file of yours?); "
+            "it is kept: give -o another path, move it away, or --fresh to replace it",
+        )
+    return None
 
 
 def _program(data: bytes) -> str:
