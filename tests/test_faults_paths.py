@@ -136,14 +136,15 @@ def test_the_lock_itself_never_takes_a_file_that_is_not_a_lock(tmp_path: Path):
     assert (tmp_path / "notes.txt").read_text() == "keep me\n"
 
 
-@pytest.mark.parametrize("kind", ["file", "link", "fifo"])
+@pytest.mark.parametrize("kind", ["file", "number", "link", "fifo"])
 def test_a_users_own_file_named_like_the_lock_is_never_removed(case: Path, kind: str):
     """OUTPUT.lock that no run of ireereduce wrote (notes, a link, a FIFO) is refused,
-    and stays as it was: the run would have written its PID into it and removed it."""
+    and stays as it was: the run would have written its PID into it and removed it.
+    A file holding only a number (audit 9, S10) was taken for a lock a killed run left."""
     (case / "notes.txt").write_text("keep me\n")
     lock = case / "o.mlir.lock"
-    if kind == "file":
-        lock.write_text("my own lock notes\n")
+    if kind in ("file", "number"):
+        lock.write_text("my own lock notes\n" if kind == "file" else "12345\n")
     elif kind == "link":
         lock.symlink_to("notes.txt")
     else:
@@ -160,9 +161,9 @@ def test_a_users_own_file_named_like_the_lock_is_never_removed(case: Path, kind:
 
 
 def test_a_lock_left_by_a_killed_run_is_taken_and_removed(case: Path):
-    """The companion of the refusal above: a lock file holding a PID (a run killed with
-    SIGKILL leaves it) is a lock of ours, and never blocks a rerun."""
-    (case / "o.mlir.lock").write_text("999999\n")
+    """The companion of the refusal above: a lock file holding our PID line (a run killed
+    with SIGKILL leaves it) is a lock of ours, and never blocks a rerun."""
+    (case / "o.mlir.lock").write_text("ireereduce 999999\n")
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "-o", "o.mlir")
     assert proc.returncode == 0, proc.stderr

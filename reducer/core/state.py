@@ -69,8 +69,10 @@ class Busy(Exception):
         self.pid = pid
 
 
-#: What a lock file of ours holds: its owner's PID (nothing, for the instant it is made).
-_LOCK_CONTENT = re.compile(rb"[0-9]*\n?")
+#: What a lock file of ours holds: its owner's PID after a word of ours (nothing, for the
+#: instant it is made). The word tells it from a user's file holding a number.
+_LOCK_WORD = "ireereduce"
+_LOCK_CONTENT = re.compile(rb"(?:" + _LOCK_WORD.encode() + rb" [0-9]+\n?)?")
 
 
 def foreign_lock(path: str) -> str | None:
@@ -94,7 +96,7 @@ def foreign_lock(path: str) -> str | None:
         head = os.read(fd, 64)
     finally:
         os.close(fd)
-    return None if _LOCK_CONTENT.fullmatch(head) else "it holds something other than a PID"
+    return None if _LOCK_CONTENT.fullmatch(head) else "it holds something other than an ireereduce PID"
 
 
 class OutputLock:
@@ -116,7 +118,7 @@ class OutputLock:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     os.close(fd)
                     raise
-                pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                pid = os.pread(fd, 32, 0).decode(errors="replace").removeprefix(_LOCK_WORD).strip() or "unknown"
                 os.close(fd)
                 raise Busy(pid) from None
             try:  # the holder may have removed the file between our open and our lock
@@ -131,7 +133,7 @@ class OutputLock:
             raise OSError(errno.EEXIST, "it is not an ireereduce lock file", self.path)
         try:  # a full disk fails here, after the file was made: leave nothing behind
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.pwrite(fd, f"{_LOCK_WORD} {os.getpid()}\n".encode(), 0)
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(self.path)
