@@ -62,7 +62,7 @@ def test_a_file_put_at_the_output_after_a_kill_is_kept_on_resume(case: Path):
     (case / "input.reduced.mlir").write_text(mine)
     done = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
     assert done.returncode == session.EXIT_USAGE, done.stderr
-    assert "did not write" in error_line(done.stderr)
+    assert "journal does not record (a file put there after the kill" in error_line(done.stderr)
     assert (case / "input.reduced.mlir").read_text() == mine
 
 

@@ -482,7 +482,8 @@ class Run:
         if self.guard.plain and current.strip() and not (verdict is not None and verdict.interesting):
             raise UserError(
                 EXIT_USAGE,
-                f"{self.output} holds something the interrupted run did not write (a file of yours?); it is kept: "
+                f"{self.output} holds a program the interrupted run's journal does not record (a file put there "
+                "after the kill, or a journal cut short); it is kept: "
                 "give -o another path, move it away, or --fresh to start over",
             )
 
