@@ -57,7 +57,17 @@ def test_two_reports_on_hard_links_of_one_file_are_refused(case: Path):
     os.link(case / "r.json", case / "r2.json")
     proc = cli(case, "input.mlir", "--check", "./check.sh", "--report", "r.json", "--stats-json", "r2.json")
     assert proc.returncode == session.EXIT_USAGE, proc.stderr
-    assert "--report and --stats-json both name r2.json" in error_line(proc.stderr)
+    assert "--report r.json and --stats-json r2.json are one file" in error_line(proc.stderr)
+    assert_clean(case)
+
+
+def test_two_reports_on_a_file_and_a_link_to_it_name_both(case: Path):
+    """Audit 9 (P21): the line named the link alone, as if both flags had given it."""
+    (case / "link.md").symlink_to("r.md")
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "--report", "r.md", "--report-json", "link.md")
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert "--report r.md and --report-json link.md are one file" in error_line(proc.stderr)
+    assert not (case / "r.md").exists() and (case / "link.md").is_symlink()
     assert_clean(case)
 
 

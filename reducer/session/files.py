@@ -385,7 +385,7 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     # A hard link is the same file under another name: realpath does not see it.
     protected_files = {inode: what for real, what in protected.items() if (inode := _inode(real)) is not None}
     seen: dict[str, tuple[str, str]] = {}  # real path: the flag and the path that name it
-    seen_files: dict[tuple[int, int], str] = {}  # a regular file's (device, inode): the flag naming it
+    seen_files: dict[tuple[int, int], tuple[str, str]] = {}  # a regular file's (device, inode): the same
     for flag, path in named:
         if path is None:
             continue
@@ -401,12 +401,17 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         if not stdout and _loops(path):
             raise UserError(EXIT_USAGE, f"{flag} {path} is a symlink that leads back to itself; give another path")
         target = Target("-", "standard output", 1) if stdout else resolve(path)
-        other = seen[real][0] if real in seen else seen_files.get(inode) if inode is not None else None
+        other = seen[real] if real in seen else seen_files.get(inode) if inode is not None else None
         if other is not None and not target.stream:  # two reports may share a stream, as on a terminal
-            raise UserError(EXIT_USAGE, f"{other} and {flag} both name {path}; give each its own file")
+            said = (
+                f"{other[0]} and {flag} both name {path}"
+                if other[1] == path
+                else f"{other[0]} {other[1]} and {flag} {path} are one file"
+            )
+            raise UserError(EXIT_USAGE, f"{said}; give each its own file")
         seen[real] = (flag, path)
         if inode is not None:
-            seen_files[inode] = flag
+            seen_files[inode] = (flag, path)
         _check_writable(flag, path, target, output_file=path == output)
         if not target.stream:
             _not_the_users(flag, path, target.path)
