@@ -336,19 +336,8 @@ def test_an_input_name_that_is_not_utf8_round_trips_into_the_reports(case: Path)
     name = os.fsdecode(b"in\xff.mlir")
     os.rename(case / "input.mlir", case / name)
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
-    proc = cli(
-        case,
-        name,
-        "--check",
-        "check.sh",
-        "-j",
-        "1",
-        "--report",
-        "r.md",
-        "--report-json",
-        "r.json",
-        errors="surrogateescape",
-    )
+    args = [name, "--check", "check.sh", "-j", "1", "--report", "r.md", "--report-json", "r.json"]
+    proc = cli(case, *args, errors="surrogateescape")  # stderr names the file with its own bytes
     assert proc.returncode == 0, proc.stderr
     assert "internal error" not in proc.stderr
     # the summary names the output with its own bytes too, not Python's `\udcff` escape (audit 8, W1)
