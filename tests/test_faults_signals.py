@@ -300,45 +300,68 @@ def test_a_run_refused_at_once_still_removes_what_a_killed_run_left(case: Path):
 
 
 def test_the_sweep_of_dead_runs_keeps_a_users_folders_of_a_like_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Review: any `ireereduce-new-*` folder an hour old was removed, and a run's
-    sweep now comes first in every run, a refused one too. Only what a run made goes:
-    mkdtemp's name and mode 0700, a lock that is a file, and (for staging) nothing else."""
+    """Review and audit 10: the sweep, which now comes first in every run (a refused one
+    too), removed folders of the user's named like a run's, and what a folder's
+    `.outside` named. Only what a run made goes: mkdtemp's name and mode 0700, a lock
+    file naming the directory it is in (a renamed copy's names another), for staging
+    nothing else, and of what `.outside` names only multiprocessing's own directories."""
     import tempfile
 
-    from reducer.core.oracle import STAGING_PREFIX, remove_stale_runs
+    from reducer.core.oracle import OUTSIDE_NOTE, RUN_PREFIX, STAGING_PREFIX, remove_stale_runs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     then = time.time() - 3600
 
-    def folder(path: Path, mode: int = 0o700) -> Path:
+    def folder(name: str, mode: int = 0o700) -> Path:
+        path = tmp_path / name
         path.mkdir()
         path.chmod(mode)
         return path
 
-    def made(prefix: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_path))
+    def made(prefix: str, lock: str | None = None) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_path))
+        if lock is not None:
+            (path / ".lock").write_text(lock)
+        return path
 
+    def named(path: Path) -> str:
+        return (
+            RUN_PREFIX + path.name[len(STAGING_PREFIX) :] + "\n"
+            if path.name.startswith(STAGING_PREFIX)
+            else f"{path.name}\n"
+        )
+
+    project = folder("my-project")  # private, as mkdtemp makes them, but not multiprocessing's name
+    pymp = made("pymp-")  # what a dead run's cluster left: noted, and removed with it
     users = [
-        folder(tmp_path / "ireereduce-run-ideas"),  # not mkdtemp's name
-        folder(tmp_path / "ireereduce-run-abcd1234", 0o755),  # not its mode
-        made(STAGING_PREFIX),  # staging that holds more than a lock
-        made("ireereduce-run-"),  # a lock that is a link
+        folder("ireereduce-run-ideas"),  # not mkdtemp's name
+        folder("ireereduce-run-abcd1234", 0o755),  # not its mode
+        folder("ireereduce-run-mydata01"),  # a lock that names nothing
+        folder("ireereduce-run-backup01"),  # a copy of a dead run's: its lock names another
+        made(STAGING_PREFIX),  # staging without a lock
+        made(RUN_PREFIX),  # a lock that is a link
+        made(STAGING_PREFIX),  # staging holding more than its lock
+        made(STAGING_PREFIX, ""),  # staging whose lock names nothing
+        folder("pymp-mine0001", 0o755),  # noted, named as multiprocessing's, but not its mode
+        project,
     ]
     for path in users:
-        (path / "notes.txt").write_text("mine")
-        if not path.name.startswith(STAGING_PREFIX):
-            (path / ".lock").touch()
-    (users[3] / ".lock").unlink()
-    (users[3] / ".lock").symlink_to(users[3] / "notes.txt")
+        if path != users[7]:
+            (path / "notes.txt").write_text("mine")
+    (users[6] / ".lock").write_text(named(users[6]))
+    (users[2] / ".lock").touch()
+    (users[3] / ".lock").write_text("ireereduce-run-abcdefgh\n")
+    (users[5] / ".lock").symlink_to(users[5] / "notes.txt")
     stale = made(STAGING_PREFIX)  # a run killed before its rename
-    (stale / ".lock").touch()
-    dead = made("ireereduce-run-")  # a run killed with SIGKILL
-    (dead / ".lock").touch()
+    (stale / ".lock").write_text(named(stale))
+    dead = made(RUN_PREFIX)  # a run killed with SIGKILL
+    (dead / ".lock").write_text(named(dead))
+    (dead / OUTSIDE_NOTE).write_text(f"{pymp}\n{project}\n{users[8]}\n")
     for path in [*users, stale]:
         os.utime(path, (then, then))
     remove_stale_runs()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in users)
-    assert all((p / "notes.txt").read_text() == "mine" for p in users)
+    assert all((p / "notes.txt").read_text() == "mine" for p in users if p != users[7])
 
 
 def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path: Path):

@@ -191,6 +191,8 @@ def run_scope() -> Iterator[str]:
 
 #: Where a run directory is made before it is locked and renamed (`_locked_run_dir`).
 STAGING_PREFIX = "ireereduce-new-"
+#: A run directory's name, once locked: the staging name's eight characters after it.
+RUN_PREFIX = "ireereduce-run-"
 STAGING_STALE = 60.0
 #: In a run directory: what the run made next to it in the temp dir (`note_outside`).
 OUTSIDE_NOTE = ".outside"
@@ -242,14 +244,15 @@ def _locked_run_dir(sweep_at_end: bool = True) -> Iterator[tuple[str, str]]:
     """A new run directory, locked by this process, and its tag; gone (with what
     carries the tag, if `sweep_at_end`) when the block ends. It is made under another
     name and renamed once locked, so a sweep starting meanwhile never takes it for a
-    dead run's."""
+    dead run's. Its lock names it: a folder of another name holding one (a copy) is not it."""
     base = tempfile.gettempdir()
     staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=base)
     lock = -1
     try:
         lock = os.open(os.path.join(staging, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        run_dir = os.path.join(base, "ireereduce-run-" + os.path.basename(staging)[len(STAGING_PREFIX) :])
+        run_dir = os.path.join(base, RUN_PREFIX + os.path.basename(staging)[len(STAGING_PREFIX) :])
+        os.write(lock, f"{os.path.basename(run_dir)}\n".encode())
         os.rename(staging, run_dir)
     except BaseException:
         if lock >= 0:
@@ -279,7 +282,8 @@ def remove_stale_runs() -> None:
     live run (or its orphaned workers) holds the flock on its directory's lock file.
     A staging directory is renamed microseconds after it is made: one older than
     STAGING_STALE seconds is a run killed in between. Only directories made as
-    `_locked_run_dir` makes them are touched: a folder of the user's of a like name stays."""
+    `_locked_run_dir` makes them are touched (mkdtemp's name and mode, this user's, a lock
+    file naming the directory it is in): a folder of the user's of a like name stays."""
     try:
         base = tempfile.gettempdir()
         entries = [e for e in os.scandir(base) if _made_by_a_run(e)]
@@ -287,12 +291,13 @@ def remove_stale_runs() -> None:
         return
     for entry in [e for e in entries if e.name.startswith(STAGING_PREFIX)]:
         with contextlib.suppress(OSError):
-            if time.time() - entry.stat().st_mtime > STAGING_STALE and set(os.listdir(entry.path)) <= {".lock"}:
+            named = RUN_PREFIX + entry.name[len(STAGING_PREFIX) :]
+            old = time.time() - entry.stat().st_mtime > STAGING_STALE
+            if old and os.listdir(entry.path) == [".lock"] and _lock_naming(entry.path, named) is not None:
                 shutil.rmtree(entry.path, ignore_errors=True)
-    for entry in [e for e in entries if e.name.startswith("ireereduce-run-")]:
-        try:
-            fd = os.open(os.path.join(entry.path, ".lock"), os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
+    for entry in [e for e in entries if e.name.startswith(RUN_PREFIX)]:
+        fd = _lock_naming(entry.path, entry.name)
+        if fd is None:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -310,6 +315,24 @@ def remove_stale_runs() -> None:
 
 #: A run's directory as `_locked_run_dir` names it: mkdtemp's eight characters.
 _RUN_NAME = re.compile(r"ireereduce-(?:new|run)-[a-z0-9_]{8}")
+#: What a dead run's process left in the temp dir (`note_outside`): multiprocessing's.
+_NOTED_NAME = re.compile(r"pymp-[a-z0-9_]{8}")
+
+
+def _lock_naming(directory: str, name: str) -> int | None:
+    """The open lock file of directory if it is a file naming `name` (what
+    `_locked_run_dir` writes), else None."""
+    try:
+        fd = os.open(os.path.join(directory, ".lock"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 128, 0) == f"{name}\n".encode():
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def _made_by_a_run(entry: os.DirEntry[str]) -> bool:
@@ -321,16 +344,20 @@ def _made_by_a_run(entry: os.DirEntry[str]) -> bool:
 
 
 def _remove_noted(run_dir: str, base: str) -> None:
-    """What a dead run noted it made outside its directory: only entries of the temp dir
-    itself, never anything further away."""
+    """What a dead run noted it made outside its directory: only multiprocessing's
+    directories of the temp dir itself (its name and mode, this user's), nothing else."""
     try:
         with open(os.path.join(run_dir, OUTSIDE_NOTE)) as f:
             noted = f.read().splitlines()
     except OSError:
         return
     for path in noted:
-        if os.path.dirname(path) == os.path.abspath(base) and os.path.basename(path) not in ("", ".", ".."):
-            shutil.rmtree(path, ignore_errors=True)
+        if os.path.dirname(path) != os.path.abspath(base) or not _NOTED_NAME.fullmatch(os.path.basename(path)):
+            continue
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid():
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep(variable: str, value: str) -> int:
