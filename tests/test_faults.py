@@ -1323,3 +1323,19 @@ def test_files_the_check_is_given_are_never_the_output(case: Path, how: list[str
     assert "ireereduce never overwrites it" in run.stderr
     assert (case / "pat.txt").read_text() == "math\\.exp\n" and (case / "check.sh").read_text() == script
     assert_clean(case)
+
+
+def test_a_summary_of_a_program_without_an_op_count_gives_bytes_only():
+    """Audit 10 (W2): a flaky run whose last program was not read as MLIR said
+    `10 -> None ops, 441 -> 165 bytes`."""
+    from types import SimpleNamespace
+
+    from reducer.core.workspace import Size
+    from reducer.session.triage import ops_summary
+
+    def result(final_ops: int | None) -> SimpleNamespace:
+        stats = SimpleNamespace(original=Size(10, 441), final=Size(final_ops, 165))
+        return SimpleNamespace(stats=stats, findings=SimpleNamespace(localized=None, pass_level=None), input_size=None)
+
+    assert ops_summary(result(None)) == ""
+    assert ops_summary(result(4)) == "10 -> 4 ops, "

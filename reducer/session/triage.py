@@ -324,6 +324,8 @@ def ops_summary(result: Any) -> str:
     """The summary's ops: 'N -> R ops, ', or for a mismatch cut down to one dispatch 'model
     N ops, cut at dispatch #k to M ops, reduced to R ops; ' (the engine started from the cut)."""
     original, final, where = result.stats.original, result.stats.final, result.findings.localized
+    if original.ops is None or final.ops is None:  # a program not read as MLIR: its bytes say it
+        return ""
     model = result.input_size.ops if result.input_size is not None else None
     if result.findings.pass_level is not None and model is not None:
         return f"model {model} ops, the failing pass's reproducer {original.ops} ops, reduced to {final.ops} ops; "
