@@ -96,7 +96,11 @@ def foreign_lock(path: str) -> str | None:
         head = os.read(fd, 64)
     finally:
         os.close(fd)
-    return None if _LOCK_CONTENT.fullmatch(head) else "it holds something other than an ireereduce PID"
+    if _LOCK_CONTENT.fullmatch(head):
+        return None
+    if re.fullmatch(rb"[0-9]+\n?", head):  # what ireereduce wrote before its locks had a word
+        return "it holds only a number: a file of yours, or a lock an older ireereduce left, then remove it"
+    return "it holds something other than an ireereduce PID"
 
 
 class OutputLock:
