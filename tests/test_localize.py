@@ -97,6 +97,14 @@ def test_too_few_or_too_many_inputs_are_said_before_the_run(tmp_path: Path, capl
     assert [r.getMessage() for r in caplog.records if "--inputs gives" in r.getMessage()] == [few]
 
 
+@needs_iree
+def test_a_silent_failing_run_command_still_gives_a_reason(tmp_path: Path):
+    """Audit 10 (W6): `--run /bin/false` said "run failed: run a:" and nothing after."""
+    oracle = make_oracle(demote_settings(tmp_path, runner="false"), "model.mlir", 120.0)
+    verdict = oracle.run(DEMOTE_MODEL.encode())
+    assert oracle.why_not(verdict) == "run failed: run a: exit code 1, nothing on stderr"
+
+
 def test_inputs_that_cannot_be_read_are_a_usage_error(tmp_path: Path):
     with pytest.raises(UserError) as err:
         make_oracle(demote_settings(tmp_path, inputs=[str(tmp_path / "missing.npy")]), "model.mlir", 10.0)

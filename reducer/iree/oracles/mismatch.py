@@ -24,7 +24,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from reducer.core.oracle import CancelFn, Oracle, Verdict, candidate_dir, never, run_in
+from reducer.core.oracle import CancelFn, Oracle, Run, Verdict, candidate_dir, never, run_in
 from reducer.iree import inputs, signature
 from reducer.iree.oracles.command import Command, resolve_tool
 
@@ -69,6 +69,16 @@ def _unfit_note(given: int, function: str, arguments: int) -> str:
         made = "one gets generated values" if left == 1 else f"{left} get generated values"
         return f"{said}: the other {made} (give one --inputs per argument)"
     return f"{said}: {given - arguments} {'goes' if given - arguments == 1 else 'go'} unused"
+
+
+def _said(r: Run) -> str:
+    """A failed command's stderr; a silent one's exit, so a reason is never empty."""
+    if r.stderr.strip():
+        return r.stderr
+    if r.timed_out or r.returncode is None:
+        return "timed out, nothing on stderr"
+    how = f"exit code {r.returncode}" if r.returncode >= 0 else f"signal {-r.returncode}"
+    return f"{how}, nothing on stderr"
 
 
 @attrs.define
@@ -166,7 +176,7 @@ class MismatchOracle(Oracle):
         r = run_in(command.render(input=path, output=vmfb, tmp=tmp), tmp, self.timeout, cancel=cancel)
         done.seconds += r.seconds
         if r.returncode != 0:
-            done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"compile {side}: {r.stderr}")
+            done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"compile {side}: {_said(r)}")
             return done
         entry = self._entry(vmfb, tmp)
         if isinstance(entry, str):
@@ -202,7 +212,7 @@ class MismatchOracle(Oracle):
         done.seconds += r.seconds
         done.stderr = r.stderr
         if r.returncode != 0 or not all(os.path.exists(f) for f in files):
-            done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"run {side}: {r.stderr}")
+            done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"run {side}: {_said(r)}")
             return done
         done.outputs = [np.load(f) for f in files]
         return done
