@@ -544,3 +544,22 @@ def test_the_apis_stats_json_is_checked_as_the_clis(case: Path):
         assert err.value.code == session.EXIT_USAGE, err.value
     assert (case / "notes.json").read_text() == "mine\n" and (case / "input.mlir").read_text() == SMALL
     assert not (case / "o.mlir").exists()
+
+
+def test_an_input_or_check_name_not_utf8_or_in_a_loop_is_said_as_it_is(case: Path):
+    """Audit 10 (W1, W5): such names showed as Python's `'m\\udce9.mlir'`, and an input
+    that is a symlink in a loop was said not to exist."""
+    missing = os.fsdecode(b"m\xe9.mlir")
+    proc = cli(case, missing, "--check", "check.sh", errors="surrogateescape")
+    assert proc.returncode == session.EXIT_BAD_INPUT
+    assert b"input file 'm\xe9.mlir' does not exist" in os.fsencode(error_line(proc.stderr))
+    check = os.fsdecode(b"c\xe9.sh")
+    (case / check).write_text("#!/bin/sh\nexit 0\n")
+    proc = cli(case, "input.mlir", "--check", f"./{check}", errors="surrogateescape")
+    assert proc.returncode == session.EXIT_BAD_CHECK
+    assert b"check script './c\xe9.sh' is not executable" in os.fsencode(error_line(proc.stderr))
+    os.symlink("l2", case / "l1")
+    os.symlink("l1", case / "l2")
+    proc = cli(case, "l1", "--check", "check.sh")
+    assert proc.returncode == session.EXIT_BAD_INPUT
+    assert "input 'l1' is a symlink that leads back to itself" in error_line(proc.stderr)

@@ -29,6 +29,7 @@ from reducer.session.settings import (
     EXIT_USAGE,
     Settings,
     UserError,
+    quoted,
 )
 
 
@@ -218,18 +219,22 @@ def load_input(path: str, split: bool = True, max_time: float | None = None) -> 
     (`reducer.core.resources`) and its text refers to them by key. A stream is read
     until its end, --max-time, or a size no program reaches (`stream.read`)."""
     if not os.path.exists(path):
-        raise UserError(EXIT_BAD_INPUT, f"input file {path!r} does not exist")
+        if _loops(path):
+            raise UserError(EXIT_BAD_INPUT, f"input {quoted(path)} is a symlink that leads back to itself")
+        raise UserError(EXIT_BAD_INPUT, f"input file {quoted(path)} does not exist")
     if os.path.isdir(path):
-        raise UserError(EXIT_BAD_INPUT, f"input {path!r} is a directory; give the .mlir file to reduce")
+        raise UserError(EXIT_BAD_INPUT, f"input {quoted(path)} is a directory; give the .mlir file to reduce")
     kind = os.stat(path).st_mode
     if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) or stat.S_ISSOCK(kind):  # /dev/zero would be read forever
-        raise UserError(EXIT_BAD_INPUT, f"input {path!r} is a device, not a file; give the .mlir file (- reads stdin)")
+        raise UserError(
+            EXIT_BAD_INPUT, f"input {quoted(path)} is a device, not a file; give the .mlir file (- reads stdin)"
+        )
     if not stat.S_ISREG(kind):  # a pipe (`<(zcat model.mlir.gz)`): read once, as it comes
         try:  # without blocking in open: a FIFO nobody writes yet waits in stream.read's poll
             with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb", buffering=0) as f:
                 data = stream.read(f, path, max_time)
         except OSError as exc:
-            raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
+            raise UserError(EXIT_BAD_INPUT, f"cannot read input {quoted(path)}: {exc.strerror}") from None
         return Input(decode_input(data, path), data, data.startswith(BYTECODE_MAGIC))
     try:
         with open(path, "rb") as f:
@@ -239,7 +244,7 @@ def load_input(path: str, split: bool = True, max_time: float | None = None) -> 
             with open(path, "rb") as f:
                 data = f.read()
     except OSError as exc:
-        raise UserError(EXIT_BAD_INPUT, f"cannot read input {path!r}: {exc.strerror}") from None
+        raise UserError(EXIT_BAD_INPUT, f"cannot read input {quoted(path)}: {exc.strerror}") from None
     if cut is not None:
         text = decode_input(cut.program, path)
         _all_blobs_there(path, text, cut.blobs)
@@ -279,7 +284,7 @@ def _all_blobs_there(path: str, text: str, blobs: Blobs | None) -> None:
         more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
         raise UserError(
             EXIT_BAD_INPUT,
-            f"input {path!r} refers to dense_resource<{lost[0]}>{more}, but its resource section "
+            f"input {quoted(path)} refers to dense_resource<{lost[0]}>{more}, but its resource section "
             "({-# dialect_resources: { builtin: ... } #-}) has no blob of that key",
         )
 
@@ -316,7 +321,7 @@ def decode_input(data: bytes, path: str) -> str:
     line = data.count(b"\n", 0, bad) + 1
     raise UserError(
         EXIT_BAD_INPUT,
-        f"input {path!r} is not UTF-8 text: byte 0x{data[bad]:02x} at line {line}, "
+        f"input {quoted(path)} is not UTF-8 text: byte 0x{data[bad]:02x} at line {line}, "
         f"column {column} is not UTF-8 (if the file is Latin-1: {convert})",
     )
 
@@ -332,7 +337,7 @@ def _closed(text: str, path: str) -> str:
         line = text.count("\n", 0, opened.start()) + 1
         raise UserError(
             EXIT_BAD_INPUT,
-            f"input {path!r} ends inside its resource section: the '{{-#' at line {line} is never closed "
+            f"input {quoted(path)} ends inside its resource section: the '{{-#' at line {line} is never closed "
             "with '#-}' (a truncated file?)",
         )
     return text
@@ -347,7 +352,7 @@ def bytecode_text(data: bytes, path: str) -> str:
         text = bytecode.to_text(data)
     except bytecode.BytecodeError as exc:
         raise UserError(
-            EXIT_BAD_INPUT, f"input {path!r} is not readable MLIR bytecode (truncated or corrupt?): {exc}"
+            EXIT_BAD_INPUT, f"input {quoted(path)} is not readable MLIR bytecode (truncated or corrupt?): {exc}"
         ) from None
     if b"mlir_reproducer" in data and "mlir_reproducer" not in text:
         from reducer.iree.reproducer import in_bytecode

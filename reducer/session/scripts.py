@@ -10,7 +10,7 @@ import re
 import shlex
 import shutil
 
-from reducer.session.settings import EXIT_BAD_CHECK, EXIT_USAGE, UserError
+from reducer.session.settings import EXIT_BAD_CHECK, EXIT_USAGE, UserError, quoted
 
 
 def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
@@ -48,17 +48,17 @@ def shipped_files(script: str) -> list[str]:
 
 def check_script(path: str) -> str:
     if not os.path.exists(path):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} does not exist")
+        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} does not exist")
     if os.path.isdir(path):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} is a directory")
+        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} is a directory")
     if not os.access(path, os.X_OK):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} is not executable; run: chmod +x {path}")
+        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} is not executable; run: chmod +x {path}")
     with open(path, "rb") as f:
         head = f.read(512)
     if head.startswith(b"\x7fELF"):
         return os.path.abspath(path)
     if not head.startswith(b"#!"):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} has no '#!' line; start it with #!/bin/sh")
+        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} has no '#!' line; start it with #!/bin/sh")
     _check_interpreter(path, head.split(b"\n", 1)[0])
     return os.path.abspath(path)
 
@@ -69,22 +69,26 @@ def _check_interpreter(path: str, line: bytes) -> None:
     if line.endswith(b"\r"):
         raise UserError(
             EXIT_BAD_CHECK,
-            f"check script {path!r} has Windows line ends (CRLF): its '#!' line names "
+            f"check script {quoted(path)} has Windows line ends (CRLF): its '#!' line names "
             f"{line[2:-1].decode(errors='replace').strip()!r} followed by a carriage return; "
             f"convert it: sed -i 's/\\r$//' {path}",
         )
     words = line[2:].decode(errors="replace").split()
     if not words:
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r} has an empty '#!' line; start it with #!/bin/sh")
+        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} has an empty '#!' line; start it with #!/bin/sh")
     program = words[0]
     if not os.path.exists(program):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r}: its '#!' line names {program}, which does not exist")
+        raise UserError(
+            EXIT_BAD_CHECK, f"check script {quoted(path)}: its '#!' line names {program}, which does not exist"
+        )
     if os.path.isdir(program) or not os.access(program, os.X_OK):
-        raise UserError(EXIT_BAD_CHECK, f"check script {path!r}: its '#!' line names {program}, which is not a program")
+        raise UserError(
+            EXIT_BAD_CHECK, f"check script {quoted(path)}: its '#!' line names {program}, which is not a program"
+        )
     if os.path.basename(program) == "env":
         named = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
         if named and shutil.which(named[0]) is None:
             raise UserError(
                 EXIT_BAD_CHECK,
-                f"check script {path!r}: its '#!' line runs {named[0]} through env, and {named[0]} is not on PATH",
+                f"check script {quoted(path)}: its '#!' line runs {named[0]} through env, and {named[0]} is not on PATH",
             )

@@ -8,6 +8,7 @@ is wrong and what to do, and a documented exit code (EXIT_CODES, also in the REA
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -85,6 +86,16 @@ class UserError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+#: Python's escape for a file name's byte that is not UTF-8 (`os.fsdecode`), in a repr.
+_UNDECODED = re.compile(r"(?<!\\)\\udc([89a-f][0-9a-f])")
+
+
+def quoted(path: str) -> str:
+    """path quoted as repr quotes it (one line whatever it holds), its bytes that are not
+    UTF-8 left as themselves for the terminal (reducer/options.py), not `\\udce9`."""
+    return _UNDECODED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), repr(path))
 
 
 def check_counts(settings: Settings) -> None:
