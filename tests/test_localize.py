@@ -91,6 +91,11 @@ def test_too_few_or_too_many_inputs_are_said_before_the_run(tmp_path: Path, capl
     assert three.run(DEMOTE_MODEL.encode()).notes == ("--inputs gives 3 values for @main's 2 arguments: 1 goes unused",)
     two = make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=2", "2x3xf32=0"]), "model.mlir", 120.0)
     assert two.run(DEMOTE_MODEL.encode()).notes == ()
+    small = make_oracle(demote_settings(tmp_path, inputs=["2x2xf32=2", "2x3xf32=0"]), "model.mlir", 120.0)
+    assert small.run(DEMOTE_MODEL.encode()).notes == (  # audit 10 (W7): fitted without a word
+        "--inputs (2x2, 2x3) do not fit @main(tensor<2x3xf32>, tensor<2x3xf32>): each is cut to its argument, "
+        "or generated values stand in where it is too small",
+    )
     settings = demote_settings(tmp_path, inputs=["2x3xf32=2"], output=str(tmp_path / "out.mlir"), no_state=True)
     with caplog.at_level(logging.WARNING, logger="reducer"), pytest.raises(LimitReached):
         reduce_file(attrs.evolve(settings, max_checks=1, localize=False))

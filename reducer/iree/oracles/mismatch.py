@@ -195,7 +195,13 @@ class MismatchOracle(Oracle):
             done.note = _unfit_note(len(values), done.function, len(types))
         try:
             if not made:  # a candidate's signature may have changed since they were made
-                values = inputs.fit(values, types)
+                given, values = values, inputs.fit(values, types)
+                if not done.note and [v.shape for v in given] != [v.shape for v in values]:
+                    shapes = ", ".join("x".join(map(str, v.shape)) or "scalar" for v in given)
+                    done.note = (
+                        f"--inputs ({shapes}) do not fit @{done.function}({', '.join(types)}): each is cut to "
+                        "its argument, or generated values stand in where it is too small"
+                    )
             flags = [
                 inputs.flag(v, t, os.path.join(tmp, f"{side}-input{k}.npy"))
                 for k, (t, v) in enumerate(zip(types, values))
