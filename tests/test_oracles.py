@@ -202,3 +202,18 @@ def test_the_reports_commands_give_scalars_as_bare_values(tmp_path: Path):
     folder.mkdir()
     assert evidence._flags(taken, str(folder), "") == ["-2.0", "5", "3", "@inputs/input3.npy"]
     assert np.array_equal(np.load(folder / "input3.npy"), taken[3][1])
+
+
+def test_a_relative_program_in_a_command_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Audit 11 (D2): `--compile "./mycomp.sh ..."` passed the start-up check, but the checks
+    run in temp dirs, where `./mycomp.sh` names nothing (exit 4)."""
+    from reducer.session import Settings, make_oracle
+
+    (tmp_path / "mycomp.sh").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "mycomp.sh").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    command = "./mycomp.sh {input} -o {output}"
+    settings = Settings("in.mlir", compile=command, against=command, mismatch=True, runner="./myrun --x")
+    oracle = make_oracle(settings, "in.mlir", 10.0)
+    assert oracle.compile.argv[0] == oracle.against.argv[0] == str(tmp_path / "mycomp.sh")
+    assert oracle.runner.argv == (str(tmp_path / "myrun"), "--x")

@@ -134,7 +134,16 @@ def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
             EXIT_BAD_CHECK,
             f"the compile command's program {command.argv[0]!r} is not found; install it or give its path",
         )
-    return command, against, runner
+    return _here(command), None if against is None else _here(against), _here(runner)
+
+
+def _here(command: Command) -> Command:
+    """A program given by a relative path (`./mycomp.sh`) as an absolute one: the checks
+    run in temp dirs, where the relative path names nothing."""
+    program = command.argv[0] if command.argv else ""
+    if os.sep not in program or os.path.isabs(program):
+        return command
+    return attrs.evolve(command, argv=(os.path.abspath(program), *command.argv[1:]))
 
 
 def _mismatch(settings: Settings, basename: str, timeout: float) -> Oracle:
