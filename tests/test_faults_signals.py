@@ -282,7 +282,16 @@ def test_what_a_dask_run_killed_with_sigkill_leaves_the_next_run_removes(case: P
     assert_clean(case)
 
 
-def test_a_run_refused_at_once_still_removes_what_a_killed_run_left(case: Path):
+@pytest.mark.parametrize(
+    "refusal, said",
+    [
+        (["--no-state", "--state-dir", "s"], "contradict"),
+        (["--bogus-flag"], "No such option"),  # audit 11 (D1): click's refusals came before the sweep
+        (["-o", "input.mlir"], "is the input"),  # and so did the paths' check
+    ],
+    ids=["settings", "parsing", "paths"],
+)
+def test_a_run_refused_at_once_still_removes_what_a_killed_run_left(case: Path, refusal: list[str], said: str):
     """A resume refused for a bad flag or state exited before the run's scope, and left a
     killed run's directory and hung checks: the README says the next run removes them."""
     (case / "input.mlir").write_text(BIG)
@@ -293,10 +302,27 @@ def test_a_run_refused_at_once_still_removes_what_a_killed_run_left(case: Path):
     proc.kill()
     proc.communicate(timeout=60)
     assert any(p.name.startswith("ireereduce-run-") for p in (case / "tmp").iterdir())
-    refused = cli(case, "input.mlir", "--check", "check.sh", "--no-state", "--state-dir", "s")
-    assert refused.returncode == 2 and "contradict" in error_line(refused.stderr)
+    refused = cli(case, "input.mlir", "--check", "check.sh", *refusal)
+    assert refused.returncode == 2 and said in error_line(refused.stderr)
     assert list((case / "tmp").iterdir()) == []
     assert not [p for p in map(int, pids.read_text().split()) if psutil.pid_exists(p)], "hung checks left"
+
+
+def test_a_run_through_the_api_refused_at_once_removes_a_dead_runs_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The same for `reduce_file`, which no command line's parsing comes before."""
+    import tempfile
+
+    from reducer.core.oracle import RUN_PREFIX
+    from reducer.session import Settings, UserError, reduce_file
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))
+    (dead / ".lock").write_text(f"{dead.name}\n")
+    with pytest.raises(UserError, match="contradict"):
+        reduce_file(Settings(str(tmp_path / "in.mlir"), "check.sh", no_state=True, state_dir=str(tmp_path / "s")))
+    assert not dead.exists()
 
 
 def test_the_sweep_of_dead_runs_keeps_a_users_folders_of_a_like_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
