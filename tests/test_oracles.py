@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 
@@ -183,7 +184,9 @@ def test_a_long_compile_log_keeps_its_first_error_for_the_user():
     assert (
         oracle.why_not(verdict) == "run failed: compile a: in.mlir:3:5: error: failed to legalize operation 'math.erf'"
     )
-    crashed = oracle._verdict("run failed", -11, 0.1, "run a: Segmentation fault", note="--inputs gives 1 value")
+    crashed = attrs.evolve(
+        oracle._verdict("run failed", -11, 0.1, "run a: Segmentation fault"), notes=("--inputs gives 1",)
+    )
     assert oracle.why_not(crashed) == "run failed: run a: Segmentation fault"  # never the note
 
 
@@ -217,3 +220,15 @@ def test_a_relative_program_in_a_command_is_made_absolute(tmp_path: Path, monkey
     oracle = make_oracle(settings, "in.mlir", 10.0)
     assert oracle.compile.argv[0] == oracle.against.argv[0] == str(tmp_path / "mycomp.sh")
     assert oracle.runner.argv == (str(tmp_path / "myrun"), "--x")
+
+
+def test_how_a_command_ended_is_said_in_words():
+    """One phrase for the script oracle's and the mismatch oracle's reasons."""
+    from reducer.core.oracle import ended
+
+    assert [ended(3), ended(-9), ended(None), ended(0, timed_out=True)] == [
+        "exit code 3",
+        "signal 9",
+        "timed out",
+        "timed out",
+    ]

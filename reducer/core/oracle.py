@@ -156,9 +156,14 @@ class Oracle(abc.ABC):
     def why_not(self, verdict: Verdict) -> str:
         """Why the original is not interesting, in words a user can act on."""
         tail = verdict.stderr_tail.strip().splitlines()[-1:] or [""]
-        rc = verdict.returncode
-        how = f"exit code {rc}" if rc is None or rc >= 0 else f"signal {-rc}"
-        return f"{how}{'; ' + tail[0] if tail[0] else ''}"
+        return f"{ended(verdict.returncode, verdict.timed_out)}{'; ' + tail[0] if tail[0] else ''}"
+
+
+def ended(returncode: int | None, timed_out: bool = False) -> str:
+    """How a command ended, in words: exit code N, signal N (a negative code), timed out."""
+    if timed_out or returncode is None:
+        return "timed out"
+    return f"exit code {returncode}" if returncode >= 0 else f"signal {-returncode}"
 
 
 #: Set by the main process for one run (`run_scope`), inherited by forked workers and by
@@ -336,10 +341,12 @@ def _lock_naming(directory: str, name: str) -> int | None:
 
 
 def _made_by_a_run(entry: os.DirEntry[str]) -> bool:
-    """mkdtemp's name and mode (0700), and this user's: what `_locked_run_dir` made."""
-    if not _RUN_NAME.fullmatch(entry.name):
-        return False
-    st = entry.stat(follow_symlinks=False)
+    """mkdtemp's name and mode: what `_locked_run_dir` made."""
+    return bool(_RUN_NAME.fullmatch(entry.name)) and _private_dir(entry.stat(follow_symlinks=False))
+
+
+def _private_dir(st: os.stat_result) -> bool:
+    """A directory as mkdtemp makes one: mode 0700, this user's (not a link to one)."""
     return stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
 
 
@@ -355,8 +362,7 @@ def _remove_noted(run_dir: str, base: str) -> None:
         if os.path.dirname(path) != os.path.abspath(base) or not _NOTED_NAME.fullmatch(os.path.basename(path)):
             continue
         with contextlib.suppress(OSError):
-            st = os.lstat(path)
-            if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid():
+            if _private_dir(os.lstat(path)):
                 shutil.rmtree(path, ignore_errors=True)
 
 

@@ -149,12 +149,7 @@ def carried(settings: Settings, raw: str) -> bytes:
     """A crash reproducer reduced with the user's own check: the resource every candidate
     and the output carry after the program (MLIR's printer drops it, and a check that
     replays with `iree-opt --run-reproducer` needs it); else nothing."""
-    return carried_resource(raw) if settings.check is not None else b""
-
-
-def carried_resource(raw: str) -> bytes:
-    """raw's crash reproducer resource as MLIR prints it, if it has one."""
-    if "mlir_reproducer" not in raw:
+    if settings.check is None or "mlir_reproducer" not in raw:
         return b""
     from reducer.iree import reproducer
 
@@ -176,15 +171,15 @@ def reproducer_as_text(settings: Settings, raw: str, bytecode_input: bool) -> No
     from reducer.session.files import default_output
 
     output = settings.output or default_output(settings.input)
-    carried = settings.check is not None and bool(carried_resource(raw))
-    if carried and bytecode_input:
+    carries = bool(carried(settings, raw))
+    if carries and bytecode_input:
         raise UserError(
             EXIT_USAGE,
             f"{settings.input} is a crash reproducer in bytecode: with your own --check, give it as text "
             f"(iree-opt {settings.input} -o repro.mlir), as the bytecode ireereduce writes for each check "
             "would drop its mlir_reproducer resource",
         )
-    if (settings.pass_level or settings.pass_pipeline is not None or carried) and settings.output_bytecode(output):
+    if (settings.pass_level or settings.pass_pipeline is not None or carries) and settings.output_bytecode(output):
         asked = "--emit-bytecode" if settings.emit_bytecode else f"-o {output}"
         raise UserError(
             EXIT_USAGE,

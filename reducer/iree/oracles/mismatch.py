@@ -24,7 +24,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from reducer.core.oracle import CancelFn, Oracle, Run, Verdict, candidate_dir, never, run_in
+from reducer.core.oracle import CancelFn, Oracle, Run, Verdict, candidate_dir, ended, never, run_in
 from reducer.iree import inputs, signature
 from reducer.iree.oracles.command import Command, resolve_tool
 
@@ -62,23 +62,26 @@ def input_flag(t: str, k: int, tmp: str) -> str | None:
     return None if value is None else inputs.flag(value, t, os.path.join(tmp, f"input{k}.npy"))
 
 
-def _unfit_note(given: int, function: str, arguments: int) -> str:
-    said = f"--inputs gives {given} value{'s' if given != 1 else ''} for @{function}'s {arguments} arguments"
-    if given < arguments:
-        left = arguments - given
-        made = "one gets generated values" if left == 1 else f"{left} get generated values"
-        return f"{said}: the other {made} (give one --inputs per argument)"
-    return f"{said}: {given - arguments} {'goes' if given - arguments == 1 else 'go'} unused"
+def _fit_note(given: list[np.ndarray], fitted: list[np.ndarray], function: str, types: list[str]) -> str:
+    """What `inputs.fit` made of given values that do not fit @function(types); "" if they do."""
+    n, m = len(given), len(types)
+    if n < m:
+        left = "one gets generated values" if m - n == 1 else f"{m - n} get generated values"
+        return f"--inputs gives {n} value{'s' if n != 1 else ''} for @{function}'s {m} arguments: the other {left} (give one --inputs per argument)"
+    if n > m:
+        return f"--inputs gives {n} values for @{function}'s {m} arguments: {n - m} {'goes' if n - m == 1 else 'go'} unused"
+    if [v.shape for v in given] != [v.shape for v in fitted]:
+        shapes = ", ".join("x".join(map(str, v.shape)) or "scalar" for v in given)
+        return (
+            f"--inputs ({shapes}) do not fit @{function}({', '.join(types)}): each is cut to its argument, "
+            "or generated values stand in where it is too small"
+        )
+    return ""
 
 
 def _said(r: Run) -> str:
     """A failed command's stderr; a silent one's exit, so a reason is never empty."""
-    if r.stderr.strip():
-        return r.stderr
-    if r.timed_out or r.returncode is None:
-        return "timed out, nothing on stderr"
-    how = f"exit code {r.returncode}" if r.returncode >= 0 else f"signal {-r.returncode}"
-    return f"{how}, nothing on stderr"
+    return r.stderr if r.stderr.strip() else f"{ended(r.returncode, r.timed_out)}, nothing on stderr"
 
 
 @attrs.define
@@ -116,24 +119,30 @@ class MismatchOracle(Oracle):
     parameters: tuple[tuple[str, str], ...] = ()
 
     def run(self, data: bytes, cancel: CancelFn = never) -> Verdict:
+        sides: list[Side] = []
+        verdict = self._judged(data, cancel, sides)
+        # What side a made of the given inputs goes beside the verdict, never in its log.
+        return attrs.evolve(verdict, notes=(sides[0].note,)) if sides and sides[0].note else verdict
+
+    def _judged(self, data: bytes, cancel: CancelFn, sides: list[Side]) -> Verdict:
+        """Both sides compiled and run (each appended to sides as it ends), compared."""
         with candidate_dir(data, self.basename) as (tmp, path):
-            sides: list[Side] = []
             values = self.values()
             for side, command in (("a", self.compile), ("b", self.against)):
                 ran = self.side(side, command, path, tmp, values, cancel)
                 sides.append(ran)
                 if ran.failed is not None:
                     outcome, rc, detail = ran.failed
-                    return self._verdict(outcome, rc, sum(s.seconds for s in sides), detail, note=sides[0].note)
+                    return self._verdict(outcome, rc, sum(s.seconds for s in sides), detail)
                 values = ran.values
         seconds = sum(s.seconds for s in sides)
-        function, described, note = sides[0].function, sides[0].described, sides[0].note
+        function, described = sides[0].function, sides[0].described
         a, b = sides[0].outputs, sides[1].outputs  # compared as float64, whatever each side's types
         if not a:
-            return self._verdict("same outputs", 0, seconds, "the function returns nothing", note=note)
+            return self._verdict("same outputs", 0, seconds, "the function returns nothing")
         sig = signature.numeric(a, b, self.rtol, self.atol)
         if sig.kind == "ok":
-            return self._verdict("same outputs", 0, seconds, "", sig, note)
+            return self._verdict("same outputs", 0, seconds, "", sig)
         i = sig.code or 0
         x, y = a[i], b[i]
         if x.shape != y.shape:
@@ -149,9 +158,8 @@ class MismatchOracle(Oracle):
                 f"a: {x.ravel()[:8]}\nb: {y.ravel()[:8]}"
             )
         if self.expected is not None and not self.allow_slippage and not sig.matches(self.expected):
-            detail = f"{detail}\nnot {self.expected.describe()}"
-            return self._verdict("different bug", 0, seconds, detail, sig, note)
-        return self._verdict("interesting", 0, seconds, detail, sig, note)
+            return self._verdict("different bug", 0, seconds, f"{detail}\nnot {self.expected.describe()}", sig)
+        return self._verdict("interesting", 0, seconds, detail, sig)
 
     def values(self) -> list[np.ndarray] | None:
         """The user's inputs (--inputs), or None: made from the first side's signature."""
@@ -191,17 +199,10 @@ class MismatchOracle(Oracle):
                 done.failed = ("run failed", 1, f"cannot make inputs for {types}")
                 return done
             values = [v for v in generated if v is not None]
-        if not made and len(values) != len(types):
-            done.note = _unfit_note(len(values), done.function, len(types))
         try:
             if not made:  # a candidate's signature may have changed since they were made
                 given, values = values, inputs.fit(values, types)
-                if not done.note and [v.shape for v in given] != [v.shape for v in values]:
-                    shapes = ", ".join("x".join(map(str, v.shape)) or "scalar" for v in given)
-                    done.note = (
-                        f"--inputs ({shapes}) do not fit @{done.function}({', '.join(types)}): each is cut to "
-                        "its argument, or generated values stand in where it is too small"
-                    )
+                done.note = _fit_note(given, values, done.function, types)
             flags = [
                 inputs.flag(v, t, os.path.join(tmp, f"{side}-input{k}.npy"))
                 for k, (t, v) in enumerate(zip(types, values))
@@ -242,20 +243,13 @@ class MismatchOracle(Oracle):
         return attrs.evolve(self, expected=signature.of_verdict(original))
 
     def _verdict(
-        self,
-        outcome: str,
-        rc: int | None,
-        seconds: float,
-        detail: str,
-        sig: signature.Signature | None = None,
-        note: str = "",
+        self, outcome: str, rc: int | None, seconds: float, detail: str, sig: signature.Signature | None = None
     ) -> Verdict:
         """The verdict, keeping the detail's head (a compile's first `error:`) and tail (a
-        crash stack); a note on the inputs goes beside it, never taken for why it failed."""
+        crash stack)."""
         if len(detail) > 4000:
             detail = f"{detail[:2000]}\n...\n{detail[-2000:]}"
-        notes = (note,) if note else ()
-        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, detail, outcome, sig, notes)
+        return Verdict(outcome == "interesting", rc, outcome == "timeout", seconds, detail, outcome, sig)
 
     def _entry(self, vmfb: str, tmp: str) -> tuple[str, list[str], int] | str:
         """The function to run: its name, argument types and result count; else why none."""
