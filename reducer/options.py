@@ -35,7 +35,7 @@ class Command(click.Command):
     any other, exit 130, not click's "Aborted!" and exit 1."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        from reducer.core.oracle import remove_stale_runs
+        from reducer.core.rundirs import remove_stale_runs
 
         remove_stale_runs()  # what a kill -9 left goes first, also when the command line is refused
         try:

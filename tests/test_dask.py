@@ -62,7 +62,8 @@ def test_a_check_that_kills_its_dask_worker_runs_as_often_as_on_the_local_pool(t
     later check (a -j 1 run hung at its first such candidate)."""
     from reducer.core.dask_executor import DaskExecutor
     from reducer.core.executor import MAX_WORKER_DEATHS
-    from reducer.core.oracle import ScriptOracle, run_scope
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.rundirs import run_scope
 
     runs = tmp_path / "runs"
     body = f'echo "$(cat "$1")" >> {runs}\nif grep -q bomb "$1"; then kill -9 $PPID; sleep 30; fi\nexit 0'
@@ -162,7 +163,8 @@ def _worker(tmp: Path, check: Path) -> subprocess.Popen[bytes]:
     env["TMPDIR"] = str(tmp)
     code = (
         "import sys\n"
-        "from reducer.core.oracle import ScriptOracle, task_scope\n"
+        "from reducer.core.oracle import ScriptOracle\n"
+        "from reducer.core.rundirs import task_scope\n"
         "with task_scope():\n"
         "    print(ScriptOracle(sys.argv[1], 'in.mlir', 60.0).run(b'x').interesting)\n"
     )
@@ -173,7 +175,7 @@ def _tagged(tmp: Path, checks_only: bool = False) -> list[int]:
     """Live processes started under tmp as their temp dir (`checks_only`: by a check)."""
     import psutil
 
-    from reducer.core.oracle import CHECK_TAG_ENV
+    from reducer.core.rundirs import CHECK_TAG_ENV
 
     found = []
     for p in psutil.process_iter():
@@ -221,7 +223,7 @@ def worker_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     a temp dir of its own to see what a task leaves there."""
     import tempfile
 
-    from reducer.core.oracle import RUN_DIR_ENV
+    from reducer.core.rundirs import RUN_DIR_ENV
 
     monkeypatch.delenv(RUN_DIR_ENV, raising=False)
     tmp = tmp_path / "worker-tmp"
@@ -246,7 +248,8 @@ def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_p
     first, and must see a live sibling's directory as alive (its lock is held)."""
     import threading
 
-    from reducer.core.oracle import ScriptOracle, task_scope
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.rundirs import task_scope
 
     started = tmp_path / "started"
     slow = ScriptOracle(
@@ -274,7 +277,7 @@ def test_checks_running_at_once_on_a_worker_never_take_each_other_for_dead(tmp_p
 def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(worker_tmp: Path):
     """A run directory is made under a staging name and renamed once locked; a process
     killed in between left that directory, which no lock marks as dead or alive."""
-    from reducer.core.oracle import STAGING_PREFIX, STAGING_STALE, task_scope
+    from reducer.core.rundirs import STAGING_PREFIX, STAGING_STALE, task_scope
 
     old, fresh = (Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=worker_tmp)) for _ in range(2))
     for d in (old, fresh):
@@ -628,7 +631,8 @@ def test_the_embedded_cluster_forks_its_workers_and_leaves_nothing_behind(tmp_pa
     import psutil
 
     from reducer.core.dask_executor import DaskExecutor
-    from reducer.core.oracle import ScriptOracle, run_scope
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.rundirs import run_scope
 
     check = make_script(tmp_path / "check.sh", "exit 0")
     with run_scope():

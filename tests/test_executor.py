@@ -18,8 +18,10 @@ import pytest
 from conftest import make_script
 
 from reducer.core import oracle as oracle_module
+from reducer.core import rundirs
 from reducer.core.executor import LocalExecutor, _Cancel, _Slot
-from reducer.core.oracle import Cancelled, ScriptOracle, run_scope
+from reducer.core.oracle import Cancelled, ScriptOracle
+from reducer.core.rundirs import run_scope
 
 
 def alive(pid: int) -> bool:
@@ -291,7 +293,7 @@ def test_a_stopped_check_takes_its_whole_process_group_down_at_once(tmp_path: Pa
     only the group kill reaches it: the per-check tag sweep cannot, and the run's own
     sweep, which would, comes only when the run ends."""
     pids = tmp_path / "pids"
-    body = f"env -u {oracle_module.CHECK_TAG_ENV} sleep 300 & echo $! >> {pids}\nwait"
+    body = f"env -u {rundirs.CHECK_TAG_ENV} sleep 300 & echo $! >> {pids}\nwait"
     oracle = ScriptOracle(str(make_script(tmp_path / "check.sh", body)), "in.mlir", 2.0 if how == "timeout" else None)
 
     def started() -> bool:

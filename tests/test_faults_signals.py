@@ -88,7 +88,8 @@ def test_a_stop_signal_that_reaches_a_worker_is_no_verdict(tmp_path: Path, monke
     import tempfile
 
     from reducer.core.executor import LocalExecutor
-    from reducer.core.oracle import ScriptOracle, run_scope
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.rundirs import run_scope
 
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
@@ -314,7 +315,7 @@ def test_a_run_through_the_api_refused_at_once_removes_a_dead_runs_directory(
     """The same for `reduce_file`, which no command line's parsing comes before."""
     import tempfile
 
-    from reducer.core.oracle import RUN_PREFIX
+    from reducer.core.rundirs import RUN_PREFIX
     from reducer.session import Settings, UserError, reduce_file
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -333,7 +334,7 @@ def test_the_sweep_of_dead_runs_keeps_a_users_folders_of_a_like_name(tmp_path: P
     nothing else, and of what `.outside` names only multiprocessing's own directories."""
     import tempfile
 
-    from reducer.core.oracle import OUTSIDE_NOTE, RUN_PREFIX, STAGING_PREFIX, remove_stale_runs
+    from reducer.core.rundirs import OUTSIDE_NOTE, RUN_PREFIX, STAGING_PREFIX, remove_stale_runs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     then = time.time() - 3600
@@ -395,7 +396,8 @@ def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path:
     the fork server that starts them, alone: both go on, and the next check runs on the
     same worker (one that died of it printed a traceback, and a restarted one is slow)."""
     from reducer.core.dask_executor import DaskExecutor
-    from reducer.core.oracle import ScriptOracle, run_scope
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.rundirs import run_scope
 
     ran = tmp_path / "ran"
     check = make_script(tmp_path / "check.sh", f"echo $PPID >> {ran}; exit 0")

@@ -20,7 +20,8 @@ from test_bytecode import cli, error_line
 
 from reducer.core import ir as irutil
 from reducer.core.dask_executor import ShippedFiles, ship
-from reducer.core.oracle import RUN_DIR_ENV, CancelFn, Oracle, Verdict, never
+from reducer.core.oracle import CancelFn, Oracle, Verdict, never
+from reducer.core.rundirs import RUN_DIR_ENV
 from reducer.core.workspace import Candidate, MLIRWorkspace
 from reducer.iree import parameters
 from reducer.session import Settings, wiring

@@ -48,7 +48,6 @@ from reducer.core.executor import (
 )
 from reducer.core.oracle import (
     CANCEL_POLL,
-    RUN_DIR_ENV,
     CancelFn,
     Cancelled,
     Oracle,
@@ -57,11 +56,10 @@ from reducer.core.oracle import (
     Verdict,
     judge,
     never,
-    note_outside,
-    task_scope,
     whole,
 )
 from reducer.core.processes import STOP_SIGNALS, become_subreaper, stops_deferred
+from reducer.core.rundirs import RUN_DIR_ENV, note_outside, task_scope
 
 log = logging.getLogger(__name__)
 

@@ -12,19 +12,13 @@ from __future__ import annotations
 import abc
 import contextlib
 import contextvars
-import fcntl
-import itertools
 import logging
 import os
-import re
 import resource
 import select
 import shlex
-import shutil
 import signal
-import stat
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Protocol
@@ -33,6 +27,7 @@ import attrs
 
 from reducer.core import codec, processes
 from reducer.core.processes import format_size, no_core_dumps
+from reducer.core.rundirs import CHECK_TAG_ENV, check_env, scratch_dir, sweep
 
 log = logging.getLogger(__name__)
 
@@ -166,246 +161,6 @@ def ended(returncode: int | None, timed_out: bool = False) -> str:
     return f"exit code {returncode}" if returncode >= 0 else f"signal {-returncode}"
 
 
-#: Set by the main process for one run (`run_scope`), inherited by forked workers and by
-#: every check: where candidate directories go, and the tag the process sweep looks for.
-RUN_DIR_ENV = "IREEREDUCE_RUN_DIR"
-RUN_TAG_ENV = "IREEREDUCE_RUN"
-CHECK_TAG_ENV = "IREEREDUCE_CHECK"
-_checks = itertools.count()
-
-
-@contextlib.contextmanager
-def run_scope() -> Iterator[str]:
-    """One run's directory and process tag. Every check's temp dir lives inside the
-    directory and every check's processes carry the tag, so when the run ends, however
-    it ends (a worker killed mid-check with os._exit included), removing one directory
-    and sweeping one tag leaves nothing behind, `setsid` children included."""
-    remove_stale_runs()
-    with _locked_run_dir() as (run_dir, tag):
-        saved = {k: os.environ.get(k) for k in (RUN_DIR_ENV, RUN_TAG_ENV)}
-        os.environ[RUN_DIR_ENV], os.environ[RUN_TAG_ENV] = run_dir, tag
-        try:
-            yield run_dir
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
-#: Where a run directory is made before it is locked and renamed (`_locked_run_dir`).
-STAGING_PREFIX = "ireereduce-new-"
-#: A run directory's name, once locked: the staging name's eight characters after it.
-RUN_PREFIX = "ireereduce-run-"
-STAGING_STALE = 60.0
-#: In a run directory: what the run made next to it in the temp dir (`note_outside`).
-OUTSIDE_NOTE = ".outside"
-
-
-def note_outside(path: str) -> None:
-    """Something this process made directly in the temp dir, outside its run's directory
-    (the multiprocessing temp dir of a process that started a Dask cluster), noted in the
-    run's directory: removed by the sweep of a run killed with SIGKILL, like the
-    directory. (A run that ends leaves it to whoever made it.)"""
-    run_dir = os.environ.get(RUN_DIR_ENV)
-    if run_dir is None or not os.path.isdir(run_dir):
-        return
-    with contextlib.suppress(OSError), open(os.path.join(run_dir, OUTSIDE_NOTE), "a") as f:
-        f.write(os.path.abspath(path) + "\n")
-
-
-#: A task's own run directory and tag (`task_scope`), for the thread running it.
-_task_scope: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("task_scope", default=None)
-
-
-@contextlib.contextmanager
-def task_scope() -> Iterator[None]:
-    """What `run_scope` is to a run, for one check on a machine the run's scope does not
-    reach (a Dask worker started on its own): if the worker is killed mid-check (the
-    OOM killer, kill -9), its candidate's directory and the check's processes are
-    swept by the next task or run that uses the same temp dir, instead of staying
-    forever (until then a hung check runs on: its timeout died with the worker). Per
-    thread, not per process: a worker may run checks of several runs at once. A no-op
-    in a process that inherited a live run's directory (the local pool, the embedded
-    Dask cluster)."""
-    inherited = os.environ.get(RUN_DIR_ENV)
-    if inherited is not None and os.path.isdir(inherited):
-        yield
-        return
-    remove_stale_runs()
-    # No tag sweep at the end: run_in sweeps each check's own tag as it ends, and a
-    # killed worker runs neither; it would only cost one more scan of /proc per check.
-    with _locked_run_dir(sweep_at_end=False) as scope:
-        token = _task_scope.set(scope)
-        try:
-            yield
-        finally:
-            _task_scope.reset(token)
-
-
-@contextlib.contextmanager
-def _locked_run_dir(sweep_at_end: bool = True) -> Iterator[tuple[str, str]]:
-    """A new run directory, locked by this process, and its tag; gone (with what
-    carries the tag, if `sweep_at_end`) when the block ends. It is made under another
-    name and renamed once locked, so a sweep starting meanwhile never takes it for a
-    dead run's. Its lock names it: a folder of another name holding one (a copy) is not it."""
-    base = tempfile.gettempdir()
-    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=base)
-    lock = -1
-    try:
-        lock = os.open(os.path.join(staging, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        run_dir = os.path.join(base, RUN_PREFIX + os.path.basename(staging)[len(STAGING_PREFIX) :])
-        os.write(lock, f"{os.path.basename(run_dir)}\n".encode())
-        os.rename(staging, run_dir)
-    except BaseException:
-        if lock >= 0:
-            os.close(lock)
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    tag = os.path.basename(run_dir)
-    try:
-        yield run_dir, tag
-    finally:
-        try:
-            if sweep_at_end:
-                sweep(RUN_TAG_ENV, tag)
-        except OSError as exc:  # no file left to scan /proc with (ulimit -n): the directory still goes
-            log.warning("could not look for the checks' processes left running: %s", exc)
-        finally:
-            # First: a note left by a removal that failed halfway would name what this
-            # process, still alive, goes on using.
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(run_dir, OUTSIDE_NOTE))
-            shutil.rmtree(run_dir, ignore_errors=True)
-            os.close(lock)
-
-
-def remove_stale_runs() -> None:
-    """What a run killed with SIGKILL left: its directory and its checks' processes. A
-    live run (or its orphaned workers) holds the flock on its directory's lock file.
-    A staging directory is renamed microseconds after it is made: one older than
-    STAGING_STALE seconds is a run killed in between. Only directories made as
-    `_locked_run_dir` makes them are touched (mkdtemp's name and mode, this user's, a lock
-    file naming the directory it is in): a folder of the user's of a like name stays."""
-    try:
-        base = tempfile.gettempdir()
-        entries = [e for e in os.scandir(base) if _made_by_a_run(e)]
-    except OSError:
-        return
-    for entry in [e for e in entries if e.name.startswith(STAGING_PREFIX)]:
-        with contextlib.suppress(OSError):
-            named = RUN_PREFIX + entry.name[len(STAGING_PREFIX) :]
-            old = time.time() - entry.stat().st_mtime > STAGING_STALE
-            if old and os.listdir(entry.path) == [".lock"] and _lock_naming(entry.path, named) is not None:
-                shutil.rmtree(entry.path, ignore_errors=True)
-    for entry in [e for e in entries if e.name.startswith(RUN_PREFIX)]:
-        fd = _lock_naming(entry.path, entry.name)
-        if fd is None:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            continue  # alive
-        finally:
-            os.close(fd)
-        try:
-            sweep(RUN_TAG_ENV, entry.name)
-        except OSError:  # no file left to scan /proc with (ulimit -n): a later run removes it
-            continue
-        _remove_noted(entry.path, base)
-        shutil.rmtree(entry.path, ignore_errors=True)
-
-
-#: A run's directory as `_locked_run_dir` names it: mkdtemp's eight characters.
-_RUN_NAME = re.compile(r"ireereduce-(?:new|run)-[a-z0-9_]{8}")
-#: What a dead run's process left in the temp dir (`note_outside`): multiprocessing's.
-_NOTED_NAME = re.compile(r"pymp-[a-z0-9_]{8}")
-
-
-def _lock_naming(directory: str, name: str) -> int | None:
-    """The open lock file of directory if it is a file naming `name` (what
-    `_locked_run_dir` writes), else None."""
-    try:
-        fd = os.open(os.path.join(directory, ".lock"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 128, 0) == f"{name}\n".encode():
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
-
-
-def _made_by_a_run(entry: os.DirEntry[str]) -> bool:
-    """mkdtemp's name and mode: what `_locked_run_dir` made."""
-    return bool(_RUN_NAME.fullmatch(entry.name)) and _private_dir(entry.stat(follow_symlinks=False))
-
-
-def _private_dir(st: os.stat_result) -> bool:
-    """A directory as mkdtemp makes one: mode 0700, this user's (not a link to one)."""
-    return stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
-
-
-def _remove_noted(run_dir: str, base: str) -> None:
-    """What a dead run noted it made outside its directory: only multiprocessing's
-    directories of the temp dir itself (its name and mode, this user's), nothing else."""
-    try:
-        with open(os.path.join(run_dir, OUTSIDE_NOTE)) as f:
-            noted = f.read().splitlines()
-    except OSError:
-        return
-    for path in noted:
-        if os.path.dirname(path) != os.path.abspath(base) or not _NOTED_NAME.fullmatch(os.path.basename(path)):
-            continue
-        with contextlib.suppress(OSError):
-            if _private_dir(os.lstat(path)):
-                shutil.rmtree(path, ignore_errors=True)
-
-
-def sweep(variable: str, value: str) -> int:
-    """SIGKILL every process whose environment has variable=value; the number killed.
-    A process group kill misses children that called setsid; the environment is
-    inherited through setsid, fork and exec alike."""
-    needle = f"{variable}={value}".encode()
-    killed = 0
-    me = os.getpid()
-    for _ in range(3):  # a dying parent may fork once more; look again
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == me:
-                continue
-            try:
-                with open(f"/proc/{entry.name}/environ", "rb") as f:
-                    env = f.read()
-            except OSError:
-                continue
-            if needle in env.split(b"\0"):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    killed += 1
-                    found = True
-        if not found:
-            break
-    return killed
-
-
-@contextlib.contextmanager
-def scratch_dir(prefix: str = "ireereduce-") -> Iterator[str]:
-    """A fresh temporary directory inside the run's directory when there is one: it goes
-    with the run's, also when the next run sweeps what a kill -9 left (a directory of
-    its own in TMPDIR would stay there for good)."""
-    scoped = _task_scope.get()
-    parent = scoped[0] if scoped is not None else os.environ.get(RUN_DIR_ENV)
-    if parent is not None and not os.path.isdir(parent):
-        parent = None
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as tmp:
-        yield tmp
-
-
 @contextlib.contextmanager
 def candidate_dir(data: bytes, basename: str) -> Iterator[tuple[str, str]]:
     """A fresh temporary directory holding the candidate under the input's file name,
@@ -442,9 +197,7 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     if cancel():
         raise Cancelled
     err_path = os.path.join(tmp, ".ireereduce-stderr")
-    scoped = _task_scope.get()
-    env = dict(os.environ) if scoped is None else dict(os.environ, **{RUN_DIR_ENV: scoped[0], RUN_TAG_ENV: scoped[1]})
-    check_tag = env[CHECK_TAG_ENV] = f"{env.get(RUN_TAG_ENV, 'none')}/{os.getpid()}/{next(_checks)}"
+    env, check_tag = check_env()
     # What the check's tools leave in their temp dir (iree-compile's objects, when it is
     # killed) goes with the candidate's directory, not into the user's.
     env["TMPDIR"] = env["TMP"] = env["TEMP"] = tmp

@@ -18,7 +18,7 @@ import attrs
 
 from reducer.core import codec
 from reducer.core.executor import Executor
-from reducer.core.oracle import scratch_dir
+from reducer.core.rundirs import scratch_dir
 from reducer.iree.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import os
 import attrs
 
 from reducer.core.executor import Executor
-from reducer.core.oracle import scratch_dir
+from reducer.core.rundirs import scratch_dir
 from reducer.iree.oracles.compile import CompileOracle
 
 log = logging.getLogger(__name__)

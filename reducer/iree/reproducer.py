@@ -18,7 +18,7 @@ import time
 import attrs
 
 from reducer.core import codec
-from reducer.core.oracle import scratch_dir
+from reducer.core.rundirs import scratch_dir
 from reducer.iree import dispatch
 from reducer.iree.oracles.compile import CompileOracle
 from reducer.iree.oracles.replay import NO_THREADS, ReplayOracle

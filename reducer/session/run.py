@@ -24,9 +24,10 @@ from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
-from reducer.core.oracle import RUN_DIR_ENV, Oracle, Verdict, remove_stale_runs, run_scope
+from reducer.core.oracle import Oracle, Verdict
 from reducer.core.processes import interrupts_kept
 from reducer.core.resources import Blobs
+from reducer.core.rundirs import RUN_DIR_ENV, remove_stale_runs, run_scope
 from reducer.core.state import Busy, OutputLock
 from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
