@@ -87,8 +87,18 @@ def _refused(case: Path, args: list[str], code: int, *words: str, **kw) -> str:
         (["-o", "o.mlir", "--state-dir", "sd", "--report", "sd/r.md"], ("--report sd/r.md", "state directory sd")),
         (["-o", "o.mlir", "--state-dir", "s.json", "--stats-json", "s.json"], ("--stats-json s.json", "--state-dir")),
         (["-o", "input.mlir.lock"], ("o.mlir.lock", "the input")),
+        (["-o", "o.mlir", "--report-json", "o.mlir.resume/r.json"], ("o.mlir.resume/r.json", "inside the state")),
     ],
-    ids=["state-dir-output", "stats-lock", "log-resume", "progress-lock", "report-in-state", "stats-state", "lock"],
+    ids=[
+        "state-dir-output",
+        "stats-lock",
+        "log-resume",
+        "progress-lock",
+        "report-in-state",
+        "stats-state",
+        "lock",
+        "report-in-state-to-be",  # the run would make it: the reason is that, not a missing directory
+    ],
 )
 def test_paths_the_run_derives_are_distinct_from_the_others(case: Path, args: list[str], words: tuple[str, ...]):
     """OUTPUT.lock and the state directory are written and removed by the run: a path

@@ -387,6 +387,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
                 EXIT_USAGE, f"{flag} is empty; give a {'directory' if flag == '--state-dir' else 'file'} name"
             )
     protected = _read_by_the_run(settings)
+    state = None if settings.no_state else settings.state_dir or default_state_dir(output)
+    inside = None if state is None else os.path.realpath(state) + os.sep  # the run makes it: nothing given goes there
     # A hard link is the same file under another name: realpath does not see it.
     protected_files = {inode: what for real, what in protected.items() if (inode := _inode(real)) is not None}
     seen: dict[str, tuple[str, str]] = {}  # real path: the flag and the path that name it
@@ -403,6 +405,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             raise UserError(
                 EXIT_USAGE, f"{flag} {path} is {what}{link}; ireereduce never overwrites it (give another path)"
             )
+        if inside is not None and real.startswith(inside):
+            raise UserError(EXIT_USAGE, f"{flag} {path} is inside the state directory {state}; give another path")
         if not stdout and _loops(path):
             raise UserError(EXIT_USAGE, f"{flag} {path} is a symlink that leads back to itself; give another path")
         target = Target("-", "standard output", 1) if stdout else resolve(path)
@@ -587,10 +591,6 @@ def _check_derived(settings: Settings, output: str, protected: dict[str, str], g
         refused = RunState(state, output).refusal()  # never a directory the run did not make or was not given empty
         if refused is not None:
             raise UserError(EXIT_USAGE, refused)
-        inside = os.path.realpath(state) + os.sep
-        for real in given:
-            if real.startswith(inside):
-                raise UserError(EXIT_USAGE, f"{given[real]} is inside the state directory {state}; give another path")
     _name_fits(output, lock)
     why = foreign_lock(lock)
     if why is not None:
