@@ -573,3 +573,18 @@ def test_an_input_or_check_name_not_utf8_or_in_a_loop_is_said_as_it_is(case: Pat
     proc = cli(case, "l1", "--check", "check.sh")
     assert proc.returncode == session.EXIT_BAD_INPUT
     assert "input 'l1' is a symlink that leads back to itself" in error_line(proc.stderr)
+
+
+def test_a_dangling_link_as_input_or_check_says_where_it_leads(case: Path):
+    """Audit 11 (A6): `ls` shows the link, so "does not exist" read as wrong; the line now
+    says it is a link and names what it leads to."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    os.symlink("gone.mlir", case / "in.mlir")
+    proc = cli(case, "in.mlir", "--check", "check.sh")
+    assert proc.returncode == session.EXIT_BAD_INPUT
+    assert "input file 'in.mlir' is a symlink to 'gone.mlir', which does not exist" in error_line(proc.stderr)
+    os.symlink("gone.sh", case / "c.sh")
+    proc = cli(case, "input.mlir", "--check", "./c.sh")
+    assert proc.returncode == session.EXIT_BAD_CHECK
+    assert "check script './c.sh' is a symlink to 'gone.sh', which does not exist" in error_line(proc.stderr)
+    assert_clean(case)

@@ -29,6 +29,7 @@ from reducer.session.settings import (
     EXIT_USAGE,
     Settings,
     UserError,
+    missing,
     quoted,
 )
 
@@ -221,7 +222,7 @@ def load_input(path: str, split: bool = True, max_time: float | None = None) -> 
     if not os.path.exists(path):
         if _loops(path):
             raise UserError(EXIT_BAD_INPUT, f"input {quoted(path)} is a symlink that leads back to itself")
-        raise UserError(EXIT_BAD_INPUT, f"input file {quoted(path)} does not exist")
+        raise UserError(EXIT_BAD_INPUT, missing("input file", path))
     if os.path.isdir(path):
         raise UserError(EXIT_BAD_INPUT, f"input {quoted(path)} is a directory; give the .mlir file to reduce")
     kind = os.stat(path).st_mode

@@ -10,7 +10,7 @@ import re
 import shlex
 import shutil
 
-from reducer.session.settings import EXIT_BAD_CHECK, EXIT_USAGE, UserError, quoted
+from reducer.session.settings import EXIT_BAD_CHECK, EXIT_USAGE, UserError, missing, quoted
 
 
 def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
@@ -48,7 +48,7 @@ def shipped_files(script: str) -> list[str]:
 
 def check_script(path: str) -> str:
     if not os.path.exists(path):
-        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} does not exist")
+        raise UserError(EXIT_BAD_CHECK, missing("check script", path))
     if os.path.isdir(path):
         raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} is a directory")
     if not os.access(path, os.X_OK):

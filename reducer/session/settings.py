@@ -7,6 +7,7 @@ is wrong and what to do, and a documented exit code (EXIT_CODES, also in the REA
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Sequence
@@ -96,6 +97,15 @@ def quoted(path: str) -> str:
     """path quoted as repr quotes it (one line whatever it holds), its bytes that are not
     UTF-8 left as themselves for the terminal (reducer/options.py), not `\\udce9`."""
     return _UNDECODED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), repr(path))
+
+
+def missing(what: str, path: str) -> str:
+    """Why a named file cannot be opened: a dangling link says where it leads, since the
+    user sees the link's name in ls and would think the file is there."""
+    if os.path.islink(path):
+        with contextlib.suppress(OSError):
+            return f"{what} {quoted(path)} is a symlink to {quoted(os.readlink(path))}, which does not exist"
+    return f"{what} {quoted(path)} does not exist"
 
 
 def check_counts(settings: Settings) -> None:
