@@ -18,7 +18,7 @@ from programs import COMPILE
 
 from reducer import session
 from reducer.session import Settings, make_oracle, reduce_file
-from reducer.session.settings import EXIT_BAD_INPUT, LimitReached, UserError
+from reducer.session.settings import EXIT_BAD_INPUT, EXIT_USAGE, LimitReached, UserError
 
 pytestmark = pytest.mark.e2e
 
@@ -110,15 +110,21 @@ def test_a_silent_failing_run_command_still_gives_a_reason(tmp_path: Path):
     assert oracle.why_not(verdict) == "run failed: run a: exit code 1, nothing on stderr"
 
 
-def test_inputs_that_cannot_be_read_are_a_usage_error(tmp_path: Path):
+def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_path: Path):
     with pytest.raises(UserError) as err:
         make_oracle(demote_settings(tmp_path, inputs=[str(tmp_path / "missing.npy")]), "model.mlir", 10.0)
     assert err.value.code == EXIT_BAD_INPUT and "missing.npy" in str(err.value)
-    with pytest.raises(UserError, match="5 values for 6 elements"):
+    # A value written wrong is the command line's (audit 11, M3: it was exit 3, an input's)
+    with pytest.raises(UserError, match="5 values for 6 elements") as err:
         make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=1 2 3 4 5"]), "model.mlir", 10.0)
+    assert err.value.code == EXIT_USAGE
     # Audit 8 (W6): two values joined as files are: "8 values for 4 elements" said not why
-    with pytest.raises(UserError, match="holds more than one value; give each its own --inputs"):
+    with pytest.raises(UserError, match="holds more than one value; give each its own --inputs") as err:
         make_oracle(demote_settings(tmp_path, inputs=["4xf32=1 2 3 4,4xf32=0.5 0.5 0.5 0.5"]), "model.mlir", 10.0)
+    assert err.value.code == EXIT_USAGE
+    with pytest.raises(UserError, match="unknown element type") as err:
+        make_oracle(demote_settings(tmp_path, inputs=["4xq9=1"]), "model.mlir", 10.0)
+    assert err.value.code == EXIT_USAGE
 
 
 def test_a_bare_scalar_is_an_input_as_iree_run_module_takes_it(tmp_path: Path):

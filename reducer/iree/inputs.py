@@ -193,10 +193,15 @@ def from_bytes(blob: bytes) -> np.ndarray:
     return np.asarray(np.load(io.BytesIO(blob), allow_pickle=False))
 
 
+class Unreadable(ValueError):
+    """An --inputs file that cannot be read: a missing input (exit 3), where a value
+    written wrong is a bad command line (exit 2)."""
+
+
 def given(entry: str, base: str = ".") -> np.ndarray:
     """One --inputs entry: a .npy file (also as iree-run-module's '@file.npy'), or a
     value in iree-run-module's --input syntax ('2x3xf32=1 2 3 4 5 6', 'f32=0.5'; one
-    value fills the tensor). ValueError says what is wrong with it."""
+    value fills the tensor). ValueError says what is wrong with it (Unreadable: the file)."""
     text = entry[len("--input=") :] if entry.startswith("--input=") else entry
     m = _GIVEN.fullmatch(text)
     if m is None or text.startswith("@"):
@@ -208,7 +213,7 @@ def given(entry: str, base: str = ".") -> np.ndarray:
         try:
             return np.asarray(np.load(path, allow_pickle=False))
         except (OSError, ValueError) as exc:
-            raise ValueError(f"cannot read {text.lstrip('@')!r} as a .npy file: {exc}") from None
+            raise Unreadable(f"cannot read {text.lstrip('@')!r} as a .npy file: {exc}") from None
     dims_text, element, values_text = m.groups()
     if element not in DTYPES:
         raise ValueError(f"{entry!r}: unknown element type {element!r}")

@@ -239,8 +239,10 @@ def _given(entries: Sequence[str]) -> tuple[bytes, ...]:
     split = [part for e in entries for part in ([e] if "=" in e else e.split(",")) if part.strip()]
     try:
         return tuple(inputs.to_bytes(inputs.given(e.strip())) for e in split)
-    except ValueError as exc:
+    except inputs.Unreadable as exc:
         raise UserError(EXIT_BAD_INPUT, f"--inputs: {exc}") from None
+    except ValueError as exc:  # a value written wrong: the command line
+        raise UserError(EXIT_USAGE, f"--inputs: {exc}") from None
 
 
 def _slow(settings: Settings, basename: str, timeout: float) -> Oracle:
