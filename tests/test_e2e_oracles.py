@@ -199,8 +199,31 @@ def test_a_function_the_module_does_not_export_is_named_with_those_it_does():
     """--function nope used to end in "no exported function to run", naming neither."""
     oracle = llvm_cpu_against_vmvx(function="nope")
     verdict = oracle.run(SLIP.format(powf=POWF).encode())
-    assert not verdict.interesting and verdict.outcome == "run failed"
+    assert not verdict.interesting and verdict.outcome == "no such function"
     assert "--function nope: the module exports no such function (it has main)" in oracle.why_not(verdict)
+
+
+def test_a_function_the_input_does_not_export_is_a_bad_command_line(tmp_path: Path):
+    """Audit 11 (M5): `--function nope` was exit 5, "the original is not interesting": a
+    value of the command line given wrong, told as one (exit 2)."""
+    from reducer.session.settings import EXIT_USAGE, UserError
+
+    src = tmp_path / "in.mlir"
+    src.write_text(SLIP.format(powf=POWF))
+    backend = COMPILE.split("llvm-cpu")[0]
+    settings = Settings(
+        str(src),
+        compile=f"{COMPILE} {{input}} -o {{output}}",
+        against=f"{backend}vmvx {{input}} -o {{output}}",
+        mismatch=True,
+        function="nope",
+        output=str(tmp_path / "out.mlir"),
+    )
+    with pytest.raises(UserError) as err:
+        reduce_file(settings)
+    assert err.value.code == EXIT_USAGE
+    assert str(err.value) == "--function nope: the module exports no such function (it has main); give one of those"
+    assert not (tmp_path / "out.mlir").exists()
 
 
 def test_a_side_that_does_not_compile_is_told_by_its_error_line():

@@ -84,6 +84,10 @@ def _said(r: Run) -> str:
     return r.stderr if r.stderr.strip() else f"{ended(r.returncode, r.timed_out)}, nothing on stderr"
 
 
+#: The outcome of a run whose --function the module does not export (`_entry`).
+NO_SUCH_FUNCTION = "no such function"
+
+
 @attrs.define
 class Side:
     """One configuration compiled and run: its outputs, or why it failed."""
@@ -187,8 +191,8 @@ class MismatchOracle(Oracle):
             done.failed = ("timeout" if r.timed_out else "run failed", r.returncode, f"compile {side}: {_said(r)}")
             return done
         entry = self._entry(vmfb, tmp)
-        if isinstance(entry, str):
-            done.failed = ("run failed", r.returncode, entry)
+        if isinstance(entry, str):  # --function naming none: the command line's, if the original's
+            done.failed = (NO_SUCH_FUNCTION if entry.startswith("--function ") else "run failed", r.returncode, entry)
             return done
         done.function, types, n_out = entry
         done.types = types
