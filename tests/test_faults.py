@@ -1339,3 +1339,27 @@ def test_a_summary_of_a_program_without_an_op_count_gives_bytes_only():
 
     assert ops_summary(result(None)) == ""
     assert ops_summary(result(4)) == "10 -> 4 ops, "
+
+
+def test_a_full_tmpdir_is_said_full_not_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Audit 11 (FD3): a TMPDIR on a full file system was said "not writable". A full
+    tmpfs still makes empty files: the first write is what fails, faked here as the
+    system reports it (a real full mount needs root)."""
+    import errno
+    import tempfile
+
+    from reducer.core import rundirs
+
+    wanted = tmp_path / "full"
+    wanted.mkdir()
+    monkeypatch.setenv("TMPDIR", str(wanted))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))  # where Python fell back to
+
+    def full(*args: object, **kw: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(rundirs.os, "write", full)
+        said = rundirs.tmpdir_unused()
+    assert list(wanted.iterdir()) == []  # the probe's file is gone
+    assert said == f"TMPDIR={wanted} cannot be used (no space left on device); temporary files go to {tmp_path}"

@@ -271,3 +271,24 @@ def check_env() -> tuple[dict[str, str], str]:
     env = dict(os.environ) if scoped is None else dict(os.environ, **{RUN_DIR_ENV: scoped[0], RUN_TAG_ENV: scoped[1]})
     check_tag = env[CHECK_TAG_ENV] = f"{env.get(RUN_TAG_ENV, 'none')}/{os.getpid()}/{next(_checks)}"
     return env, check_tag
+
+
+def tmpdir_unused() -> str | None:
+    """Why $TMPDIR is not where the run's directory goes, if it is not: Python falls back
+    to /tmp without a word."""
+    wanted = os.environ.get("TMPDIR")
+    used = tempfile.gettempdir()
+    if not wanted or os.path.realpath(wanted) == os.path.realpath(used):
+        return None
+    if not os.path.exists(wanted):
+        why = "it does not exist"
+    elif not os.path.isdir(wanted):
+        why = "it is not a directory"
+    else:
+        try:  # full or read-only: as the system says it
+            with tempfile.TemporaryFile(dir=wanted) as f:
+                os.write(f.fileno(), b"blat")  # as Python's look does: a full tmpfs makes empty files
+                why = "it is not writable"  # writable now: it was not when Python looked
+        except OSError as exc:
+            why = exc.strerror.lower() if exc.strerror else "it is not writable"
+    return f"TMPDIR={wanted} cannot be used ({why}); temporary files go to {used}"

@@ -10,7 +10,6 @@ import logging
 import math
 import os
 import signal
-import tempfile
 import threading
 import time
 from typing import Any
@@ -27,7 +26,7 @@ from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, 
 from reducer.core.oracle import Oracle, Verdict
 from reducer.core.processes import interrupts_kept
 from reducer.core.resources import Blobs
-from reducer.core.rundirs import RUN_DIR_ENV, remove_stale_runs, run_scope
+from reducer.core.rundirs import RUN_DIR_ENV, remove_stale_runs, run_scope, tmpdir_unused
 from reducer.core.state import Busy, OutputLock
 from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
@@ -175,18 +174,9 @@ def _check_settings(settings: Settings) -> None:
 def _say_unusable_tmpdir() -> None:
     """Python falls back to /tmp without a word when $TMPDIR cannot be used; every
     candidate would then go where the user did not send it."""
-    wanted = os.environ.get("TMPDIR")
-    used = tempfile.gettempdir()
-    if not wanted or os.path.realpath(wanted) == os.path.realpath(used):
-        return
-    why = (
-        "it does not exist"
-        if not os.path.exists(wanted)
-        else "it is not a directory"
-        if not os.path.isdir(wanted)
-        else "it is not writable"
-    )
-    log.warning("TMPDIR=%s cannot be used (%s); temporary files go to %s", wanted, why, used)
+    said = tmpdir_unused()
+    if said is not None:
+        log.warning("%s", said)
 
 
 class _Held:
