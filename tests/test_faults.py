@@ -617,6 +617,37 @@ def test_a_killed_speculating_run_continues_to_the_same_output(case: Path):
     assert_clean(case)
 
 
+def test_a_file_planted_in_a_killed_runs_state_is_said_at_resume_and_kept(case: Path):
+    """Audit 11 (S7): a pickle put in OUTPUT.resume after a kill was never read (good) but
+    only said at the end, after the whole reduction; it is said when the run continues."""
+    import pickle
+
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'sleep 0.1; grep -q math.exp "$1"')
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "1", start_new_session=True)
+    out = case / "input.reduced.mlir"
+    wait_for(lambda: out.exists())
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    planted = case / "input.reduced.mlir.resume" / "evil.pkl"
+    ran = case / "pickle-ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {ran}",))
+
+    planted.write_bytes(pickle.dumps(Evil()))
+    before = planted.read_bytes()
+    again = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert again.returncode == 0, again.stderr
+    lines = again.stderr.splitlines()
+    said = [i for i, ln in enumerate(lines) if "also holds evil.pkl, which ireereduce did not write" in ln]
+    reducing = [i for i, ln in enumerate(lines) if " reducing input.mlir " in ln]
+    assert said and reducing and said[0] < reducing[0], again.stderr  # before the reduction, not after
+    assert planted.read_bytes() == before and not ran.exists()
+    assert_clean(case)
+
+
 def test_a_run_whose_main_process_is_killed_leaves_no_worker_holding_its_locks(case: Path):
     """The OOM killer picks the largest process: the one holding the MLIR, not its
     workers. They stop too (a running check with them), so the run's locks are free

@@ -415,6 +415,15 @@ class RunState:
                 with contextlib.suppress(OSError):  # a directory of that name is not ours
                     os.unlink(self._file(name))
 
+    def others(self) -> list[str] | None:
+        """What is in the directory that a run does not write (None: it cannot be read):
+        never read, never removed, but the user is told."""
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return None
+        return sorted(n for n in names if n != MARKER and n not in _NAMES and not _PROGRAM.fullmatch(n))
+
     def remove(self) -> None:
         """Remove what the run wrote, and the directory if the run made it. Files someone
         else put there stay, and with them the marker: the directory is still the run's."""
@@ -425,9 +434,8 @@ class RunState:
         if how is None:
             return
         self._clear()
-        try:
-            left = sorted(n for n in os.listdir(self.path) if n != MARKER)
-        except OSError:
+        left = self.others()
+        if left is None:
             return
         if left:
             if not self._told:

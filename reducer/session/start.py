@@ -149,6 +149,12 @@ def open_journal(resume: Resume, notes: list[str]) -> VerdictJournal | None:
         )
         log.info("%s", msg)
         notes.append(msg)
+        if others := resume.state.others():  # a run's own directory holds only what runs write
+            log.warning(
+                "%s also holds %s, which ireereduce did not write: never read, and left there",
+                resume.state.path,
+                ", ".join(others),
+            )
     return journal
 
 
