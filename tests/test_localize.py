@@ -88,7 +88,9 @@ def test_too_few_or_too_many_inputs_are_said_before_the_run(tmp_path: Path, capl
     assert verdict.interesting, verdict.stderr_tail
     assert verdict.notes == (few,) and "--inputs gives" not in verdict.stderr_tail
     three = make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=2", "2x3xf32=0", "1"]), "model.mlir", 120.0)
-    assert three.run(DEMOTE_MODEL.encode()).notes == ("--inputs gives 3 values for @main's 2 arguments: 1 goes unused",)
+    assert three.run(DEMOTE_MODEL.encode()).notes == (
+        "--inputs gives 3 values for @main's 2 arguments: 1 goes unused; --inputs #3 (scalar) fits no argument's type",
+    )
     two = make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=2", "2x3xf32=0"]), "model.mlir", 120.0)
     assert two.run(DEMOTE_MODEL.encode()).notes == ()
     small = make_oracle(demote_settings(tmp_path, inputs=["2x2xf32=2", "2x3xf32=0"]), "model.mlir", 120.0)
@@ -447,3 +449,20 @@ def test_the_traced_runs_get_longer_than_a_check(tmp_path: Path):
     oracle = attrs.evolve(make_oracle(settings, "mlp.mlir", 120.0), timeout=1.0)
     where = localize(oracle, Path(settings.input).read_bytes(), "mlp.mlir")
     assert where.found is not None and where.found.index == 1, where.reason
+
+
+def test_an_inputs_value_that_fits_no_argument_is_said_unused():
+    """Audit 11 (M6): `--inputs 5.5` for @main(tensor<?xf32>, tensor<4xf32>) was told as
+    one value for two arguments, "the other gets generated values": both did, as the
+    scalar fits neither."""
+    import numpy as np
+
+    from reducer.iree import inputs
+    from reducer.iree.oracles.mismatch import _fit_note
+
+    types = ["tensor<?xf32>", "tensor<4xf32>"]
+    given = [np.asarray(5.5, dtype=np.float32)]
+    note = _fit_note(given, inputs.fit(given, types), "main", types)
+    assert note.endswith("; --inputs #1 (scalar) fits no argument's type and goes unused"), note
+    fits = [np.ones(4, dtype=np.float32)]
+    assert "unused" not in _fit_note(fits, inputs.fit(fits, types), "main", types)

@@ -65,18 +65,34 @@ def input_flag(t: str, k: int, tmp: str) -> str | None:
 def _fit_note(given: list[np.ndarray], fitted: list[np.ndarray], function: str, types: list[str]) -> str:
     """What `inputs.fit` made of given values that do not fit @function(types); "" if they do."""
     n, m = len(given), len(types)
+    unfit = [k for k, v in enumerate(given) if all(inputs.sliced(v, t) is None for t in types)]
     if n < m:
         left = "one gets generated values" if m - n == 1 else f"{m - n} get generated values"
-        return f"--inputs gives {n} value{'s' if n != 1 else ''} for @{function}'s {m} arguments: the other {left} (give one --inputs per argument)"
+        said = f"the other {left} (give one --inputs per argument)" + _fit_none(given, unfit, " and goes unused")
+        return f"--inputs gives {n} value{'s' if n != 1 else ''} for @{function}'s {m} arguments: {said}"
     if n > m:
-        return f"--inputs gives {n} values for @{function}'s {m} arguments: {n - m} {'goes' if n - m == 1 else 'go'} unused"
+        unused = f"{n - m} {'goes' if n - m == 1 else 'go'} unused"
+        return f"--inputs gives {n} values for @{function}'s {m} arguments: {unused}{_fit_none(given, unfit)}"
     if [v.shape for v in given] != [v.shape for v in fitted]:
-        shapes = ", ".join("x".join(map(str, v.shape)) or "scalar" for v in given)
+        shapes = ", ".join(_shape(v) for v in given)
         return (
             f"--inputs ({shapes}) do not fit @{function}({', '.join(types)}): each is cut to its argument, "
             "or generated values stand in where it is too small"
         )
     return ""
+
+
+def _shape(value: np.ndarray) -> str:
+    return "x".join(map(str, value.shape)) or "scalar"
+
+
+def _fit_none(given: list[np.ndarray], unfit: list[int], then: str = "") -> str:
+    """'; --inputs #3 (scalar) fits no argument's type', for the values at unfit."""
+    if not unfit:
+        return ""
+    which = ", ".join(f"#{k + 1} ({_shape(given[k])})" for k in unfit)
+    verb = "fits" if len(unfit) == 1 else "fit"
+    return f"; --inputs {which} {verb} no argument's type" + (then if len(unfit) == 1 else then.replace("goes", "go"))
 
 
 def _said(r: Run) -> str:
