@@ -137,16 +137,7 @@ def test_a_numeric_mismatch_between_backends_is_reduced(tmp_path: Path):
     src = tmp_path / "model.mlir"
     src.write_text(powf_model())
     out = tmp_path / "out.mlir"
-    backend = COMPILE.split("llvm-cpu")[0]
-    settings = Settings(
-        str(src),
-        compile=f"{COMPILE} {{input}} -o {{output}}",
-        against=f"{backend}vmvx {{input}} -o {{output}}",
-        mismatch=True,
-        output=str(out),
-        jobs=2,
-    )
-    result = reduce_file(settings)
+    result = reduce_file(llvm_cpu_against_vmvx_settings(src, out, jobs=2))
     text = out.read_text()
     assert "math.powf" in text and "math.tanh" not in text and result.stats.final.ops <= 3
     assert result.final_verdict is not None and "differs" in result.final_verdict.stderr_tail
@@ -164,6 +155,19 @@ SLIP = """func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {{
 }}
 """
 POWF = "%e = math.round %x : tensor<8xf32>\n  %p = math.powf %x, %e : tensor<8xf32>\n  %s = arith.addf %f, %p : tensor<8xf32>"
+
+
+def llvm_cpu_against_vmvx_settings(src: Path, out: Path, **options: Any) -> Settings:
+    """A --mismatch run comparing the two CPU backends on src."""
+    backend = COMPILE.split("llvm-cpu")[0]
+    return Settings(
+        str(src),
+        compile=f"{COMPILE} {{input}} -o {{output}}",
+        against=f"{backend}vmvx {{input}} -o {{output}}",
+        mismatch=True,
+        output=str(out),
+        **options,
+    )
 
 
 def llvm_cpu_against_vmvx(**options: object) -> Any:
@@ -210,17 +214,8 @@ def test_a_function_the_input_does_not_export_is_a_bad_command_line(tmp_path: Pa
 
     src = tmp_path / "in.mlir"
     src.write_text(SLIP.format(powf=POWF))
-    backend = COMPILE.split("llvm-cpu")[0]
-    settings = Settings(
-        str(src),
-        compile=f"{COMPILE} {{input}} -o {{output}}",
-        against=f"{backend}vmvx {{input}} -o {{output}}",
-        mismatch=True,
-        function="nope",
-        output=str(tmp_path / "out.mlir"),
-    )
     with pytest.raises(UserError) as err:
-        reduce_file(settings)
+        reduce_file(llvm_cpu_against_vmvx_settings(src, tmp_path / "out.mlir", function="nope"))
     assert err.value.code == EXIT_USAGE
     assert str(err.value) == "--function nope: the module exports no such function (it has main); give one of those"
     assert not (tmp_path / "out.mlir").exists()
