@@ -171,7 +171,7 @@ def test_the_reproducer_is_written_inside_the_runs_directory(tmp_path, monkeypat
     """Triage's scratch (the reproducer, the dumped sources) lives in the run's directory:
     a run killed with SIGKILL there leaves nothing that the next run's sweep misses (a
     directory of its own in TMPDIR stayed for good)."""
-    from reducer.core import oracle as core
+    from reducer.core import rundirs
     from reducer.session import Settings, make_oracle
 
     seen, record = tmp_path / "seen", tmp_path / "record.sh"
@@ -186,7 +186,7 @@ def test_the_reproducer_is_written_inside_the_runs_directory(tmp_path, monkeypat
     )
     run = tmp_path / "run"
     run.mkdir()
-    monkeypatch.setenv(core.RUN_DIR_ENV, str(run))
+    monkeypatch.setenv(rundirs.RUN_DIR_ENV, str(run))
     assert reproducer.local(compiles, b"module {}\n") is None  # the stand-in compiler writes none
     written = Path(seen.read_text().strip())
     assert written.parent.parent == run and written.parent.name.startswith("ireereduce-repro-")
