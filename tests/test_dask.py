@@ -281,7 +281,7 @@ def test_a_staging_dir_of_a_scope_killed_before_its_rename_is_swept_later(worker
 
     old, fresh = (Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=worker_tmp)) for _ in range(2))
     for d in (old, fresh):
-        (d / ".lock").write_text(f"ireereduce-run-{d.name[len(STAGING_PREFIX) :]}\n")  # the name it was to get
+        (d / ".lock").write_text(f"{d.parent / ('ireereduce-run-' + d.name[len(STAGING_PREFIX) :])}\n")  # to be
     then = time.time() - STAGING_STALE - 5
     os.utime(old, (then, then))
     with task_scope():

@@ -320,7 +320,7 @@ def test_a_run_through_the_api_refused_at_once_removes_a_dead_runs_directory(
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = Path(tempfile.mkdtemp(prefix=RUN_PREFIX))
-    (dead / ".lock").write_text(f"{dead.name}\n")
+    (dead / ".lock").write_text(f"{dead}\n")
     with pytest.raises(UserError, match="contradict"):
         reduce_file(Settings(str(tmp_path / "in.mlir"), "check.sh", no_state=True, state_dir=str(tmp_path / "s")))
     assert not dead.exists()
@@ -352,11 +352,10 @@ def test_the_sweep_of_dead_runs_keeps_a_users_folders_of_a_like_name(tmp_path: P
         return path
 
     def named(path: Path) -> str:
-        return (
-            RUN_PREFIX + path.name[len(STAGING_PREFIX) :] + "\n"
-            if path.name.startswith(STAGING_PREFIX)
-            else f"{path.name}\n"
-        )
+        """What the lock of a run's directory holds: its real path, or the one it is to get."""
+        if path.name.startswith(STAGING_PREFIX):
+            path = path.parent / (RUN_PREFIX + path.name[len(STAGING_PREFIX) :])
+        return f"{os.path.realpath(path)}\n"
 
     project = folder("my-project")  # private, as mkdtemp makes them, but not multiprocessing's name
     pymp = made("pymp-")  # what a dead run's cluster left: noted, and removed with it
@@ -389,6 +388,39 @@ def test_the_sweep_of_dead_runs_keeps_a_users_folders_of_a_like_name(tmp_path: P
     remove_stale_runs()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in users)
     assert all((p / "notes.txt").read_text() == "mine" for p in users if p != users[7])
+
+
+def test_a_copy_of_a_runs_directory_elsewhere_is_never_taken_for_a_dead_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Audit 12 (D1, D2): the sweep knew a run's directory, and its checks' processes, by
+    the directory's name alone. A copy under that name in another temp dir (`cp -a`) was
+    removed with the user's notes in it, and a live run's check was killed, read as a
+    flaky check. The lock and the tag now hold the directory's real path."""
+    import shutil
+    import tempfile
+
+    from reducer.core.rundirs import remove_stale_runs, run_scope
+
+    live, other = tmp_path / "t1", tmp_path / "t2"
+    live.mkdir()
+    other.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(live))
+    with run_scope() as run_dir:
+        check = subprocess.Popen(["sleep", "60"])  # a check of the live run: it carries the run's tag
+        try:
+            copy = other / os.path.basename(run_dir)
+            shutil.copytree(run_dir, copy)  # the mode and the lock's bytes too
+            (copy / "my-notes.txt").write_text("mine")
+            monkeypatch.setattr(tempfile, "tempdir", str(other))
+            remove_stale_runs()  # as a run refused in the other temp dir does first
+            assert check.poll() is None, "the live run's check was killed"
+            assert (copy / "my-notes.txt").read_text() == "mine" and (copy / ".lock").exists()
+        finally:
+            monkeypatch.setattr(tempfile, "tempdir", str(live))
+            check.kill()
+            check.wait()
+    assert not Path(run_dir).exists()
 
 
 def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path: Path):

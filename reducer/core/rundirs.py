@@ -115,14 +115,14 @@ def _locked_run_dir(sweep_at_end: bool = True) -> Iterator[tuple[str, str]]:
         lock = os.open(os.path.join(staging, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)
         run_dir = os.path.join(base, RUN_PREFIX + os.path.basename(staging)[len(STAGING_PREFIX) :])
-        os.write(lock, f"{os.path.basename(run_dir)}\n".encode())
+        os.write(lock, os.fsencode(_where(run_dir)) + b"\n")  # a TMPDIR's name may not be UTF-8
         os.rename(staging, run_dir)
     except BaseException:
         if lock >= 0:
             os.close(lock)
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    tag = os.path.basename(run_dir)
+    tag = _where(run_dir)  # a copy elsewhere of the same name is another run's, or the user's
     try:
         yield run_dir, tag
     finally:
@@ -154,12 +154,12 @@ def remove_stale_runs() -> None:
         return
     for entry in [e for e in entries if e.name.startswith(STAGING_PREFIX)]:
         with contextlib.suppress(OSError):
-            named = RUN_PREFIX + entry.name[len(STAGING_PREFIX) :]
+            named = os.path.join(base, RUN_PREFIX + entry.name[len(STAGING_PREFIX) :])
             old = time.time() - entry.stat().st_mtime > STAGING_STALE
             if old and os.listdir(entry.path) == [".lock"] and _lock_naming(entry.path, named) is not None:
                 shutil.rmtree(entry.path, ignore_errors=True)
     for entry in [e for e in entries if e.name.startswith(RUN_PREFIX)]:
-        fd = _lock_naming(entry.path, entry.name)
+        fd = _lock_naming(entry.path, entry.path)
         if fd is None:
             continue
         try:
@@ -169,7 +169,7 @@ def remove_stale_runs() -> None:
         finally:
             os.close(fd)
         try:
-            sweep(RUN_TAG_ENV, entry.name)
+            sweep(RUN_TAG_ENV, _where(entry.path))
         except OSError:  # no file left to scan /proc with (ulimit -n): a later run removes it
             continue
         _remove_noted(entry.path, base)
@@ -182,6 +182,13 @@ _RUN_NAME = re.compile(r"ireereduce-(?:new|run)-[a-z0-9_]{8}")
 _NOTED_NAME = re.compile(r"pymp-[a-z0-9_]{8}")
 
 
+def _where(path: str) -> str:
+    """A run directory's full real path: what its lock holds and its processes carry. Its
+    name alone is also a copy's in another temp dir (`cp -a`), whose sweep then took a
+    live run's checks and the user's copy for a dead run's."""
+    return os.path.realpath(path)
+
+
 def _lock_naming(directory: str, name: str) -> int | None:
     """The open lock file of directory if it is a file naming `name` (what
     `_locked_run_dir` writes), else None."""
@@ -190,7 +197,7 @@ def _lock_naming(directory: str, name: str) -> int | None:
     except OSError:
         return None
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 128, 0) == f"{name}\n".encode():
+        if stat.S_ISREG(os.fstat(fd).st_mode) and os.pread(fd, 8192, 0) == os.fsencode(_where(name)) + b"\n":
             return fd
     except OSError:
         pass
@@ -228,7 +235,7 @@ def sweep(variable: str, value: str) -> int:
     """SIGKILL every process whose environment has variable=value; the number killed.
     A process group kill misses children that called setsid; the environment is
     inherited through setsid, fork and exec alike."""
-    needle = f"{variable}={value}".encode()
+    needle = os.fsencode(f"{variable}={value}")
     killed = 0
     me = os.getpid()
     for _ in range(3):  # a dying parent may fork once more; look again
