@@ -283,6 +283,32 @@ def test_what_a_dask_run_killed_with_sigkill_leaves_the_next_run_removes(case: P
     assert_clean(case)
 
 
+def test_multiprocessings_temp_dir_is_noted_before_the_cluster_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Audit 12 (D4): the note came after the cluster's start (a second or more): a run
+    killed meanwhile left `pymp-*` in TMPDIR for good. Here the start dies at once, as a
+    kill -9 would end it: the note already names the directory."""
+    import multiprocessing.util
+
+    import distributed
+
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.oracle import ScriptOracle
+    from reducer.core.rundirs import OUTSIDE_NOTE, run_scope
+
+    def killed(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "LocalCluster", killed)
+    check = make_script(tmp_path / "check.sh", "exit 0")
+    with run_scope() as run_dir:
+        with pytest.raises(KeyboardInterrupt):
+            DaskExecutor(ScriptOracle(str(check), "in.mlir", 60.0), 1)
+        noted = (Path(run_dir) / OUTSIDE_NOTE).read_text().splitlines()
+    assert multiprocessing.util.get_temp_dir() in noted
+
+
 @pytest.mark.parametrize(
     "refusal, said",
     [

@@ -398,6 +398,10 @@ class DaskExecutor(Executor):
         import dask
         from distributed import LocalCluster
 
+        # The fork server's socket goes in this process's multiprocessing temp dir, outside
+        # the run's: noted before anything starts (get_temp_dir makes it), so a run killed
+        # with SIGKILL at any point of the cluster's start leaves it to the next run's sweep.
+        note_outside(multiprocessing.util.get_temp_dir())
         run_dir = os.environ.get(RUN_DIR_ENV)
         parent = run_dir if run_dir is not None and os.path.isdir(run_dir) else None
         self._scratch = tempfile.mkdtemp(prefix="ireereduce-dask-", dir=parent)
@@ -420,9 +424,6 @@ class DaskExecutor(Executor):
                 # run, it printed a warning.
                 scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
             )
-        # The fork server's socket is in this process's multiprocessing temp dir, outside
-        # the run's: a run killed with SIGKILL leaves it to the next run's sweep.
-        note_outside(multiprocessing.util.get_temp_dir())
 
     def _shipped_form(self, oracle: Oracle) -> Oracle:
         """Each oracle's shipped form, read from disk once. Every task carries it inline,
