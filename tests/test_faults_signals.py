@@ -283,9 +283,7 @@ def test_what_a_dask_run_killed_with_sigkill_leaves_the_next_run_removes(case: P
     assert_clean(case)
 
 
-def test_multiprocessings_temp_dir_is_noted_before_the_cluster_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+def test_multiprocessings_temp_dir_is_noted_before_the_cluster_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Audit 12 (D4): the note came after the cluster's start (a second or more): a run
     killed meanwhile left `pymp-*` in TMPDIR for good. Here the start dies at once, as a
     kill -9 would end it: the note already names the directory."""
