@@ -258,10 +258,10 @@ def judge_original(
             "or reduce the model with --compile CMD --pass-level",
         )
     if not verdict.interesting:
-        from reducer.iree.oracles.mismatch import NO_SUCH_FUNCTION  # numpy's import only on this path
+        from reducer.iree.oracles.mismatch import wrong_function  # numpy's import only on this path
 
-        if verdict.outcome == NO_SUCH_FUNCTION:  # a value of the command line, not a verdict on the input
-            raise UserError(EXIT_USAGE, f"{verdict.stderr_tail.strip()}; give one of those")
+        if (wrong := wrong_function(verdict)) is not None:
+            raise UserError(EXIT_USAGE, wrong)
         raise UserError(
             EXIT_NOT_INTERESTING,
             f"the check says the original input is not interesting ({first.why_not(verdict)}); "

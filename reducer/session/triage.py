@@ -378,7 +378,13 @@ def _localize_only(settings: Settings) -> int:
     if oracle.kind != "numeric-mismatch":
         raise UserError(EXIT_USAGE, "--localize-only needs --mismatch (or --backends)")
     verdict = oracle.run(text.encode())
+    for note in verdict.notes:  # --inputs that do not fit, as a reduction warns of them
+        log.warning("%s", note)
     if not verdict.interesting:
+        from reducer.iree.oracles.mismatch import wrong_function
+
+        if (wrong := wrong_function(verdict)) is not None:
+            raise UserError(EXIT_USAGE, wrong)
         raise UserError(EXIT_NOT_INTERESTING, f"the original does not mismatch: {oracle.why_not(verdict)}")
     oracle = oracle.calibrate(verdict)
     where = localize.localize(oracle, text.encode(), basename)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so

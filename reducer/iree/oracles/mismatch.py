@@ -104,6 +104,20 @@ def _said(r: Run) -> str:
 NO_SUCH_FUNCTION = "no such function"
 
 
+def _some(names: list[str], most: int = 20) -> str:
+    """names for one line: a module of thousands of exports would fill a screen, and a
+    verdict's detail that long is cut in the middle."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def wrong_function(verdict: Verdict) -> str | None:
+    """The line for an original run whose --function the module does not export: a value
+    of the command line given wrong (exit 2), not a verdict on the input."""
+    if verdict.outcome != NO_SUCH_FUNCTION:
+        return None
+    return f"{verdict.stderr_tail.strip()}; give one of those"
+
+
 @attrs.define
 class Side:
     """One configuration compiled and run: its outputs, or why it failed."""
@@ -284,7 +298,7 @@ class MismatchOracle(Oracle):
             return "no exported function to run"
         name = self.function if self.function in found else "main" if "main" in found else next(iter(found))
         if self.function and self.function != name:
-            return f"--function {self.function}: the module exports no such function (it has {', '.join(found)})"
+            return f"--function {self.function}: the module exports no such function (it has {_some(list(found))})"
         return (name, *found[name])
 
     def failure(self) -> signature.Signature | None:
