@@ -187,10 +187,13 @@ def test_files_someone_else_puts_in_a_runs_directory_stay(tmp_path: Path, caplog
     state.create(FP, start_with(ORACLES["script"]))
     (tmp_path / "s" / "notes.txt").write_text("mine")
     (tmp_path / "s" / "start.json.d").mkdir()
+    (tmp_path / "s" / "start-x.mlir").mkdir()  # a run's name, but a directory: the user's (review)
+    (tmp_path / "s" / "start-x.mlir" / "mine.txt").write_text("mine")
+    assert state.others() == ["notes.txt", "start-x.mlir", "start.json.d"]  # what a resume warns of
     with caplog.at_level(logging.WARNING):
         state.remove()
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [MARKER, "notes.txt", "start.json.d"]
-    assert "notes.txt, start.json.d, which ireereduce did not write" in caplog.text
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [MARKER, "notes.txt", "start-x.mlir", "start.json.d"]
+    assert "notes.txt, start-x.mlir, start.json.d, which ireereduce did not write" in caplog.text
     state.create(FP, start_with(ORACLES["script"]))  # still the run's: it records there again
     assert state.load(FP) is not None
 

@@ -422,7 +422,16 @@ class RunState:
             names = os.listdir(self.path)
         except OSError:
             return None
-        return sorted(n for n in names if n != MARKER and n not in _NAMES and not _PROGRAM.fullmatch(n))
+        return sorted(n for n in names if n != MARKER and not self._ours(n))
+
+    def _ours(self, name: str) -> bool:
+        """A file a run writes: its name, and a regular file (a directory of that name is not)."""
+        if name not in _NAMES and not _PROGRAM.fullmatch(name):
+            return False
+        try:
+            return stat.S_ISREG(os.lstat(self._file(name)).st_mode)
+        except OSError:
+            return False
 
     def remove(self) -> None:
         """Remove what the run wrote, and the directory if the run made it. Files someone
@@ -434,8 +443,9 @@ class RunState:
         if how is None:
             return
         self._clear()
-        left = self.others()
-        if left is None:
+        try:  # what is left: a file of a run's name that is a directory too
+            left = sorted(n for n in os.listdir(self.path) if n != MARKER)
+        except OSError:
             return
         if left:
             if not self._told:
