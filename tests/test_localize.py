@@ -82,21 +82,21 @@ def test_too_few_or_too_many_inputs_are_said_before_the_run(tmp_path: Path, capl
     """Audit 8 (W7): one --inputs for a two-argument function was taken without a word,
     the other argument generated. The verdict notes it, apart from its log (a failure
     is never told by the note); the run warns of it once."""
-    few = "--inputs gives 1 value for @main's 2 arguments: the other one gets generated values (give one --inputs per argument)"
+    few = "--inputs gives 1 value for @main's 2 arguments: one gets generated values (give one --inputs per argument)"
     one = make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=2"]), "model.mlir", 120.0)
     verdict = one.run(DEMOTE_MODEL.encode())
     assert verdict.interesting, verdict.stderr_tail
     assert verdict.notes == (few,) and "--inputs gives" not in verdict.stderr_tail
     three = make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=2", "2x3xf32=0", "1"]), "model.mlir", 120.0)
     assert three.run(DEMOTE_MODEL.encode()).notes == (
-        "--inputs gives 3 values for @main's 2 arguments: 1 goes unused; --inputs #3 (scalar) fits no argument's type",
+        "--inputs gives 3 values for @main's 2 arguments: #3 (a scalar) goes unused",
     )
     two = make_oracle(demote_settings(tmp_path, inputs=["2x3xf32=2", "2x3xf32=0"]), "model.mlir", 120.0)
     assert two.run(DEMOTE_MODEL.encode()).notes == ()
     small = make_oracle(demote_settings(tmp_path, inputs=["2x2xf32=2", "2x3xf32=0"]), "model.mlir", 120.0)
     assert small.run(DEMOTE_MODEL.encode()).notes == (  # audit 10 (W7): fitted without a word
-        "--inputs (2x2, 2x3) do not fit @main(tensor<2x3xf32>, tensor<2x3xf32>): each is cut to its argument, "
-        "or generated values stand in where it is too small",
+        "--inputs do not fit @main(tensor<2x3xf32>, tensor<2x3xf32>): one gets generated values; "
+        "#1 (shape 2x2) goes unused",
     )
     settings = demote_settings(tmp_path, inputs=["2x3xf32=2"], output=str(tmp_path / "out.mlir"), no_state=True)
     with caplog.at_level(logging.WARNING, logger="reducer"), pytest.raises(LimitReached):
@@ -451,21 +451,38 @@ def test_the_traced_runs_get_longer_than_a_check(tmp_path: Path):
     assert where.found is not None and where.found.index == 1, where.reason
 
 
-def test_an_inputs_value_that_fits_no_argument_is_said_unused():
-    """Audit 11 (M6): `--inputs 5.5` for @main(tensor<?xf32>, tensor<4xf32>) was told as
-    one value for two arguments, "the other gets generated values": both did, as the
-    scalar fits neither."""
+def test_what_became_of_inputs_that_do_not_fit_is_told_whole():
+    """Audit 11 (M6) and the review: `--inputs 5.5` for @main(tensor<?xf32>, tensor<4xf32>)
+    was told as "the other one gets generated values": both did, as the scalar fits
+    neither. The note counts what was generated and names what goes unused."""
     import numpy as np
 
-    from reducer.iree import inputs
+    from reducer.iree.inputs import fitted
     from reducer.iree.oracles.mismatch import _fit_note
 
-    types = ["tensor<?xf32>", "tensor<4xf32>"]
-    given = [np.asarray(5.5, dtype=np.float32)]
-    note = _fit_note(given, inputs.fit(given, types), "main", types)
-    assert note.endswith("; --inputs #1 (scalar) fits no argument's type and goes unused"), note
-    fits = [np.ones(4, dtype=np.float32)]
-    assert "unused" not in _fit_note(fits, inputs.fit(fits, types), "main", types)
+    def note(given: list[np.ndarray], types: list[str]) -> str:
+        return _fit_note(given, fitted(given, types), "main", types)
+
+    scalar, four = np.asarray(5.5, dtype=np.float32), np.ones(4, dtype=np.float32)
+    two = ["tensor<?xf32>", "tensor<4xf32>"]
+    assert note([scalar], two) == (
+        "--inputs gives 1 value for @main's 2 arguments: 2 get generated values; #1 (a scalar) goes unused "
+        "(give one --inputs per argument)"
+    )
+    assert note([scalar, scalar], [*two, "tensor<2xf32>"]) == (
+        "--inputs gives 2 values for @main's 3 arguments: 3 get generated values; #1 (a scalar), #2 (a scalar) "
+        "go unused (give one --inputs per argument)"
+    )
+    assert note([four, scalar, scalar], two) == (
+        "--inputs gives 3 values for @main's 2 arguments: one gets generated values; #2 (a scalar), "
+        "#3 (a scalar) go unused"
+    )
+    assert note([scalar, four], ["tensor<4xf32>", "tensor<4xf32>"]) == (
+        "--inputs do not fit @main(tensor<4xf32>, tensor<4xf32>): one gets generated values; #1 (a scalar) goes unused"
+    )
+    assert note([four, four], two) == ""
+    big = np.ones((2, 4), dtype=np.float32)  # cut to its argument's leading block
+    assert note([big], ["tensor<2x2xf32>"]) == "--inputs (2x4) are cut to @main(tensor<2x2xf32>)'s shapes"
 
 
 @needs_iree
@@ -483,8 +500,7 @@ def test_localize_only_warns_of_inputs_that_do_not_fit_and_refuses_a_wrong_funct
         localize_only(settings.input, {**given, "inputs": ["2x3xf32=2"], "output": str(tmp_path / "a.mlir")})
     said = [r.getMessage() for r in caplog.records if "--inputs gives" in r.getMessage()]
     assert said == [
-        "--inputs gives 1 value for @main's 2 arguments: the other one gets generated values "
-        "(give one --inputs per argument)"
+        "--inputs gives 1 value for @main's 2 arguments: one gets generated values (give one --inputs per argument)"
     ]
     capsys.readouterr()
     code = localize_only(settings.input, {**given, "function": "nope", "output": str(tmp_path / "b.mlir")})

@@ -121,14 +121,20 @@ def sliced(value: np.ndarray, t: str) -> np.ndarray | None:
 
 
 def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
-    """The values for a signature that has changed since they were made: a reduction
+    """`fitted`'s values alone."""
+    return [v for v, _ in fitted(values, types)]
+
+
+def fitted(values: list[np.ndarray], types: list[str]) -> list[tuple[np.ndarray, int | None]]:
+    """Per argument, its value and the place of the given one it comes from (None:
+    generated), so what was made of them can be told. The values for a signature that has changed since they were made: a reduction
     drops arguments, shrinks shapes, demotes element types and adds arguments. Values
     and arguments are paired in order (an alignment preferring exact shapes, then
     leading sub-blocks), an argument with no value gets generated ones, a value with no
     argument goes; element types are cast when the flag is written. Unchanged
     signatures get the values as they are."""
     n, m = len(values), len(types)
-    fitted = [[sliced(v, t) for t in types] for v in values]
+    cut = [[sliced(v, t) for t in types] for v in values]
     cost = [[0.0] * (m + 1) for _ in range(n + 1)]  # cost[i][k]: values[i:] onto types[k:]
     for i in range(n, -1, -1):
         for k in range(m, -1, -1):
@@ -136,16 +142,16 @@ def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
                 cost[i][k] = (n - i) * 1.0 + (m - k) * 2.0  # drop a value: 1; generate: 2
                 continue
             best = min(cost[i + 1][k] + 1.0, cost[i][k + 1] + 2.0)
-            got = fitted[i][k]
+            got = cut[i][k]
             if got is not None:
                 best = min(best, cost[i + 1][k + 1] + (0.0 if got.shape == values[i].shape else 0.5))
             cost[i][k] = best
-    out: list[np.ndarray] = []
+    out: list[tuple[np.ndarray, int | None]] = []
     i = k = 0
     while k < m:
-        got = fitted[i][k] if i < n else None
+        got = cut[i][k] if i < n else None
         if got is not None and cost[i][k] == cost[i + 1][k + 1] + (0.0 if got.shape == values[i].shape else 0.5):
-            out.append(got)
+            out.append((got, i))
             i, k = i + 1, k + 1
         elif i < n and cost[i][k] == cost[i + 1][k] + 1.0:
             i += 1
@@ -153,7 +159,7 @@ def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
             made = generated(types[k], k)
             if made is None:
                 raise Unfit(f"cannot make a value for a new argument of type {types[k]}")
-            out.append(made)
+            out.append((made, None))
             k += 1
     return out
 

@@ -62,37 +62,33 @@ def input_flag(t: str, k: int, tmp: str) -> str | None:
     return None if value is None else inputs.flag(value, t, os.path.join(tmp, f"input{k}.npy"))
 
 
-def _fit_note(given: list[np.ndarray], fitted: list[np.ndarray], function: str, types: list[str]) -> str:
-    """What `inputs.fit` made of given values that do not fit @function(types); "" if they do."""
+def _fit_note(
+    given: list[np.ndarray], pairs: list[tuple[np.ndarray, int | None]], function: str, types: list[str]
+) -> str:
+    """What `inputs.fitted` made of given values that do not fit @function(types) (pairs:
+    per argument, its value and the given one it comes from); "" if they fit."""
     n, m = len(given), len(types)
-    unfit = [k for k, v in enumerate(given) if all(inputs.sliced(v, t) is None for t in types)]
-    if n < m:
-        left = "one gets generated values" if m - n == 1 else f"{m - n} get generated values"
-        said = f"the other {left} (give one --inputs per argument)" + _fit_none(given, unfit, " and goes unused")
-        return f"--inputs gives {n} value{'s' if n != 1 else ''} for @{function}'s {m} arguments: {said}"
-    if n > m:
-        unused = f"{n - m} {'goes' if n - m == 1 else 'go'} unused"
-        return f"--inputs gives {n} values for @{function}'s {m} arguments: {unused}{_fit_none(given, unfit)}"
-    if [v.shape for v in given] != [v.shape for v in fitted]:
-        shapes = ", ".join(_shape(v) for v in given)
-        return (
-            f"--inputs ({shapes}) do not fit @{function}({', '.join(types)}): each is cut to its argument, "
-            "or generated values stand in where it is too small"
-        )
+    placed = [k for _, k in pairs]
+    made = placed.count(None)
+    unused = [k for k in range(n) if k not in placed]
+    parts = [f"{'one gets' if made == 1 else f'{made} get'} generated values"] if made else []
+    if unused:
+        which = ", ".join(f"#{k + 1} ({_shape(given[k])})" for k in unused)
+        parts.append(f"{which} {'goes' if len(unused) == 1 else 'go'} unused")
+    if n != m:
+        told = "; ".join(parts) + (" (give one --inputs per argument)" if n < m else "")
+        return f"--inputs gives {n} value{'s' if n != 1 else ''} for @{function}'s {m} arguments: {told}"
+    if parts:
+        return f"--inputs do not fit @{function}({', '.join(types)}): {'; '.join(parts)}"
+    if any(k is not None and v.shape != given[k].shape for v, k in pairs):
+        shapes = ", ".join("x".join(map(str, v.shape)) or "scalar" for v in given)
+        return f"--inputs ({shapes}) are cut to @{function}({', '.join(types)})'s shapes"
     return ""
 
 
 def _shape(value: np.ndarray) -> str:
-    return "x".join(map(str, value.shape)) or "scalar"
-
-
-def _fit_none(given: list[np.ndarray], unfit: list[int], then: str = "") -> str:
-    """'; --inputs #3 (scalar) fits no argument's type', for the values at unfit."""
-    if not unfit:
-        return ""
-    which = ", ".join(f"#{k + 1} ({_shape(given[k])})" for k in unfit)
-    verb = "fits" if len(unfit) == 1 else "fit"
-    return f"; --inputs {which} {verb} no argument's type" + (then if len(unfit) == 1 else then.replace("goes", "go"))
+    """A value's shape in words: `4` alone reads as the number four."""
+    return f"shape {'x'.join(map(str, value.shape))}" if value.shape else "a scalar"
 
 
 def _said(r: Run) -> str:
@@ -235,8 +231,9 @@ class MismatchOracle(Oracle):
             values = [v for v in generated if v is not None]
         try:
             if not made:  # a candidate's signature may have changed since they were made
-                given, values = values, inputs.fit(values, types)
-                done.note = _fit_note(given, values, done.function, types)
+                pairs = inputs.fitted(values, types)
+                done.note = _fit_note(values, pairs, done.function, types)
+                values = [v for v, _ in pairs]
             flags = [
                 inputs.flag(v, t, os.path.join(tmp, f"{side}-input{k}.npy"))
                 for k, (t, v) in enumerate(zip(types, values))
