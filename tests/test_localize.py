@@ -127,6 +127,21 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
     with pytest.raises(UserError, match="unknown element type") as err:
         make_oracle(demote_settings(tmp_path, inputs=["4xq9=1"]), "model.mlir", 10.0)
     assert err.value.code == EXIT_USAGE
+    # The review: these were exit 1 (an OverflowError, a MemoryError), an exit-2 line naming no
+    # entry, an array of an archive's key names, and "cannot read ... as a .npy file" (exit 3)
+    import numpy as np
+
+    np.savez(tmp_path / "both.npz", a=np.ones(3), b=np.ones(3))
+    for entry, code, said in [
+        ("i64=99999999999999999999", EXIT_USAGE, "'i64=99999999999999999999': a value out of the 64-bit range"),
+        ("4xi8=1 2 300 4", EXIT_USAGE, "'4xi8=1 2 300 4': a value out of i8's range"),  # was 44
+        ("99999999999999999999999999x9xf32=1", EXIT_USAGE, "elements is more than 268435456; give a .npy file"),
+        ("2x3xf32:1", EXIT_USAGE, "'2x3xf32:1' is neither a value (such as 4xf32=1 2 3 4 or 0.5) nor a file"),
+        (str(tmp_path / "both.npz"), EXIT_BAD_INPUT, "is a .npz archive: give each array as a .npy file"),
+    ]:
+        with pytest.raises(UserError) as err:
+            make_oracle(demote_settings(tmp_path, inputs=[entry]), "model.mlir", 10.0)
+        assert err.value.code == code and said in str(err.value), (entry, err.value)
 
 
 def test_a_bare_scalar_is_an_input_as_iree_run_module_takes_it(tmp_path: Path):

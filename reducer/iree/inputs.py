@@ -215,23 +215,48 @@ def given(entry: str, base: str = ".") -> np.ndarray:
         if not text.startswith("@") and not os.path.exists(path):
             for read in (lambda w: int(w, 0), float):  # a bare scalar, as iree-run-module takes one ('5.5')
                 with contextlib.suppress(ValueError):
-                    return np.asarray(read(text))  # cast to its argument's type when the run fits it
+                    return _numbers([read(text)]).reshape(())  # cast to its argument's type when the run fits it
+            if not text.endswith(".npy"):
+                raise ValueError(f"{entry!r} is neither a value (such as 4xf32=1 2 3 4 or 0.5) nor a file")
         try:
-            return np.asarray(np.load(path, allow_pickle=False))
+            loaded = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise Unreadable(f"cannot read {text.lstrip('@')!r} as a .npy file: {exc}") from None
+        if isinstance(loaded, np.lib.npyio.NpzFile):  # np.asarray would make an array of its keys
+            loaded.close()
+            raise Unreadable(f"{text.lstrip('@')!r} is a .npz archive: give each array as a .npy file")
+        return np.asarray(loaded)
     dims_text, element, values_text = m.groups()
     if element not in DTYPES:
         raise ValueError(f"{entry!r}: unknown element type {element!r}")
     shape = [int(d) for d in dims_text.split("x")] if dims_text else []
     words = [w for w in re.split(r"[\s,\[\]]+", values_text) if w]
-    n = int(np.prod(shape)) if shape else 1
+    n = int(np.prod(shape, dtype=object)) if shape else 1
+    if n > MAX_ELEMENTS:  # one value filling it would take all the memory there is
+        raise ValueError(f"{entry!r}: {n} elements is more than {MAX_ELEMENTS}; give a .npy file")
     if any("=" in w for w in words):  # two values joined with ',': a list only names files
         raise ValueError(f"{entry!r} holds more than one value; give each its own --inputs")
     if len(words) not in (1, n):
         raise ValueError(f"{entry!r}: {len(words)} values for {n} elements")
     try:
-        numbers = np.array([float(w) if element.startswith("f") else int(w, 0) for w in words])
+        numbers = _numbers([float(w) if element.startswith("f") else int(w, 0) for w in words])
+        dtype = np.dtype(DTYPES[element])
+        limits = np.iinfo(dtype.name) if dtype.kind in "iu" else None
+        if limits is not None and not limits.min <= numbers.min() <= numbers.max() <= limits.max:
+            raise ValueError(f"a value out of {element}'s range")  # numpy would wrap it round
+        return np.broadcast_to(numbers, (n,)).astype(dtype).reshape(shape)
     except ValueError as exc:
         raise ValueError(f"{entry!r}: {exc}") from None
-    return np.broadcast_to(numbers, (n,)).astype(DTYPES[element]).reshape(shape)
+
+
+#: The most elements a value written on the command line may fill (a .npy file has none).
+MAX_ELEMENTS = 1 << 28
+
+
+def _numbers(numbers: list[float] | list[int]) -> np.ndarray:
+    """numbers as an array; an integer past 64 bits made an object array, which no .npy
+    file takes."""
+    array = np.asarray(numbers)
+    if array.dtype == object:
+        raise ValueError("a value out of the 64-bit range")
+    return array
