@@ -1393,4 +1393,6 @@ def test_a_full_tmpdir_is_said_full_not_read_only(tmp_path: Path, monkeypatch: p
         m.setattr(rundirs.os, "write", full)
         said = rundirs.tmpdir_unused()
     assert list(wanted.iterdir()) == []  # the probe's file is gone
+    again = rundirs.tmpdir_unused()  # writable by now (the review: it was said "not writable")
+    assert again is not None and "(it could not be written to when the run started)" in again
     assert said == f"TMPDIR={wanted} cannot be used (no space left on device); temporary files go to {tmp_path}"

@@ -587,4 +587,8 @@ def test_a_dangling_link_as_input_or_check_says_where_it_leads(case: Path):
     proc = cli(case, "input.mlir", "--check", "./c.sh")
     assert proc.returncode == session.EXIT_BAD_CHECK
     assert "check script './c.sh' is a symlink to 'gone.sh', which does not exist" in error_line(proc.stderr)
+    os.symlink("in.mlir", case / "chain.mlir")  # chain.mlir -> in.mlir -> gone.mlir: where it ends
+    proc = cli(case, "chain.mlir", "--check", "check.sh")
+    said = f"input file 'chain.mlir' is a symlink to '{os.path.realpath(case / 'gone.mlir')}', which does not exist"
+    assert said in error_line(proc.stderr)
     assert_clean(case)

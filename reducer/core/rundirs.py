@@ -287,15 +287,19 @@ def tmpdir_unused() -> str | None:
     used = tempfile.gettempdir()
     if not wanted or os.path.realpath(wanted) == os.path.realpath(used):
         return None
-    if not os.path.exists(wanted):
-        why = "it does not exist"
-    elif not os.path.isdir(wanted):
-        why = "it is not a directory"
-    else:
-        try:  # full or read-only: as the system says it
-            with tempfile.TemporaryFile(dir=wanted) as f:
-                os.write(f.fileno(), b"blat")  # as Python's look does: a full tmpfs makes empty files
-                why = "it is not writable"  # writable now: it was not when Python looked
-        except OSError as exc:
-            why = exc.strerror.lower() if exc.strerror else "it is not writable"
-    return f"TMPDIR={wanted} cannot be used ({why}); temporary files go to {used}"
+    return f"TMPDIR={wanted} cannot be used ({_unusable(wanted)}); temporary files go to {used}"
+
+
+def _unusable(directory: str) -> str:
+    """Why no file can be made in directory, as the system says it (full, read-only,
+    behind a directory this user may not search)."""
+    try:
+        if not stat.S_ISDIR(os.stat(directory).st_mode):
+            return "it is not a directory"
+        with tempfile.TemporaryFile(dir=directory) as f:
+            os.write(f.fileno(), b"blat")  # as Python's look does: a full tmpfs makes empty files
+        return "it could not be written to when the run started"  # it can now
+    except FileNotFoundError:
+        return "it does not exist"
+    except OSError as exc:
+        return exc.strerror.lower() if exc.strerror else "it is not writable"

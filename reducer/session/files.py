@@ -569,8 +569,8 @@ def _read_by_the_run(settings: Settings) -> dict[str, str]:
 
 def _check_derived(settings: Settings, output: str, protected: dict[str, str], given: dict[str, str]) -> None:
     """The paths the run makes itself (OUTPUT.lock, the state directory), written and
-    removed by it: none may be a path given for anything else or a file the run reads,
-    nothing given may lie inside the state directory, and a file named like the lock
+    removed by it: none may be a path given for anything else or a file the run reads
+    (nothing given lies inside the state directory: `check_paths`), and a file named like the lock
     that no run of ireereduce wrote is the user's: never written, never removed.
     `given`: the real paths given so far, each with its flag and path."""
     of = f"of {'-o' if settings.output is not None else 'the output'} {output}"

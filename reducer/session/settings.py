@@ -45,11 +45,11 @@ EXIT_CODES = {
     EXIT_OK: "reduced; the output is interesting",
     EXIT_INTERNAL: "internal error in ireereduce (rerun with --debug and report it)",
     EXIT_USAGE: "bad command line (a value out of range, a strategy that does not exist, an option without "
-    "the one it goes with); an output, report, stats, log or progress path that is empty, the input, the check, "
+    "the one it goes with, an --inputs value written wrong, a --function the module does not export); an output, report, stats, log or progress path that is empty, the input, the check, "
     "another of them (OUTPUT.lock and the state directory included), or not writable; -o that is not a regular "
     "file; an OUTPUT.lock or a --state-dir holding files ireereduce did not write",
     EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8), "
-    "a stream still coming past a quarter of the memory available, a resource section never closed, or an empty stdin; a --parameters archive missing or unreadable, or without a key the input uses",
+    "a stream still coming past a quarter of the memory available, a resource section never closed, or an empty stdin; an --inputs .npy file missing or unreadable; a --parameters archive missing or unreadable, or without a key the input uses",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
     "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
@@ -104,7 +104,10 @@ def missing(what: str, path: str) -> str:
     user sees the link's name in ls and would think the file is there."""
     if os.path.islink(path):
         with contextlib.suppress(OSError):
-            return f"{what} {quoted(path)} is a symlink to {quoted(os.readlink(path))}, which does not exist"
+            target = os.readlink(path)
+            if os.path.islink(os.path.join(os.path.dirname(path), target)):  # a chain: where it ends
+                target = os.path.realpath(path)
+            return f"{what} {quoted(path)} is a symlink to {quoted(target)}, which does not exist"
     return f"{what} {quoted(path)} does not exist"
 
 
