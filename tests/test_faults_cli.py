@@ -196,6 +196,39 @@ def test_a_bad_command_line_is_one_line_and_exit_2(case: Path, args: list[str], 
     assert_clean(case)
 
 
+@pytest.mark.parametrize("option", ["--compile", "--against", "--run"])
+@pytest.mark.parametrize(
+    "program, said",
+    [
+        ("./nosuch.sh", "is not found; install it or give its path"),
+        ("nosuch-program-xyz", "is not found; install it or give its path"),
+        ("./adir", "is a directory; give the program in it"),
+        ("./noexec.sh", "is not executable; run: chmod +x ./noexec.sh"),
+    ],
+    ids=["missing-path", "missing-on-path", "directory", "not-executable"],
+)
+def test_a_program_that_cannot_run_is_refused_before_any_check(case: Path, option: str, program: str, said: str):
+    """Audit 12 (X9-X15): a program --against or --run names that was missing, a
+    directory or not executable was found out after the original's compile (minutes, on
+    a model), as "cannot run the check (./adir): Permission denied", naming no option."""
+    (case / "adir").mkdir()
+    (case / "noexec.sh").write_text("#!/bin/sh\nexit 0\n")
+    ran = case / "ran"
+    make_script(case / "ok.sh", f"touch {ran}; exit 1")
+    commands = {
+        "--compile": "./ok.sh {input} -o {output}",
+        "--against": "./ok.sh {input} -o {output}",
+        "--run": "./ok.sh",
+    }
+    commands[option] = f"{program} {{input}} -o {{output}}" if option != "--run" else program
+    args = [a for option_, value in commands.items() for a in (option_, value)]
+    proc = cli(case, "input.mlir", "--mismatch", *args)
+    assert proc.returncode == session.EXIT_BAD_CHECK, proc.stderr
+    assert error_line(proc.stderr) == f"ireereduce: error: {option}: the program {program!r} {said}"
+    assert not ran.exists()
+    assert_clean(case)
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -212,8 +212,9 @@ def test_a_relative_program_in_a_command_is_made_absolute(tmp_path: Path, monkey
     run in temp dirs, where `./mycomp.sh` names nothing (exit 4)."""
     from reducer.session import Settings, make_oracle
 
-    (tmp_path / "mycomp.sh").write_text("#!/bin/sh\nexit 0\n")
-    (tmp_path / "mycomp.sh").chmod(0o755)
+    for name in ("mycomp.sh", "myrun"):
+        (tmp_path / name).write_text("#!/bin/sh\nexit 0\n")
+        (tmp_path / name).chmod(0o755)
     monkeypatch.chdir(tmp_path)
     command = "./mycomp.sh {input} -o {output}"
     settings = Settings("in.mlir", compile=command, against=command, mismatch=True, runner="./myrun --x")

@@ -51,7 +51,7 @@ EXIT_CODES = {
     EXIT_BAD_INPUT: "input file missing, unreadable or not text (the message names the first byte that is not UTF-8), "
     "a stream still coming past a quarter of the memory available, a resource section never closed, or an empty stdin; an --inputs .npy file missing or unreadable; a --parameters archive missing or unreadable, or without a key the input uses",
     EXIT_BAD_CHECK: "check script missing, not executable, its '#!' interpreter missing (or CRLF line ends), "
-    "or cannot be run (also when deleted or made non-executable mid-run); --compile's program not found",
+    "or cannot be run (also when deleted or made non-executable mid-run); a program of --compile, --against or --run not found, a directory or not executable",
     EXIT_NOT_INTERESTING: "the check says the original input is not interesting (--compile: it does not fail as expected)",
     EXIT_CHECK_HANGS: "the check did not finish on the original input within the timeout",
     EXIT_FLAKY: "flaky check: the reduced program failed a re-check; the output holds the last program "

@@ -128,13 +128,28 @@ def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
         runner = Command(tuple(shlex.split(settings.runner)))
     except ValueError as exc:
         raise UserError(EXIT_USAGE, f"--run: cannot split the command {settings.runner!r}: {exc}") from None
-    tool = command.render()[0]
-    if shutil.which(tool) is None and not os.access(tool, os.X_OK):
-        raise UserError(
-            EXIT_BAD_CHECK,
-            f"the compile command's program {command.argv[0]!r} is not found; install it or give its path",
-        )
+    given = [("--compile", command), ("--against", against)] + ([("--run", runner)] if settings.mismatch else [])
+    for option, each in given:
+        if each is not None:
+            _runnable(option, each.argv[0] if each.argv else "", each.render()[0] if each.argv else "")
     return _here(command), None if against is None else _here(against), _here(runner)
+
+
+def _runnable(option: str, program: str, tool: str) -> None:
+    """A program the checks will run, refused before the original's check (a compile of
+    minutes, for --against or --run) if it cannot run: one line naming the option."""
+    if os.sep not in tool:  # looked up in PATH, as the checks will
+        why = "" if shutil.which(tool) is not None else "is not found; install it or give its path"
+    elif not os.path.exists(tool):
+        why = "is not found; install it or give its path"
+    elif os.path.isdir(tool):
+        why = "is a directory; give the program in it"
+    elif not os.access(tool, os.X_OK):
+        why = f"is not executable; run: chmod +x {shlex.quote(program)}"
+    else:
+        return
+    if why:
+        raise UserError(EXIT_BAD_CHECK, f"{option}: the program {program!r} {why}")
 
 
 def _here(command: Command) -> Command:
