@@ -352,3 +352,19 @@ def test_a_pipe_as_the_input_is_read_once_whole(case: Path):
     out = (case / "out.mlir").read_text()
     assert "math.exp" in out and "negf" not in out
     assert_clean(case)
+
+
+def test_a_command_failing_otherwise_on_an_empty_module_quotes_that_failure(case: Path):
+    """Audit 12 (I8): with --allow-slippage an empty module failing another way is enough
+    to refuse the command; the line quoted the original's error, not the empty module's."""
+    make_script(
+        case / "comp.sh",
+        'if grep -q math.exp "$1"; then echo "error: the original error" >&2; '
+        'else echo "error: outer module does not contain a vm.module op" >&2; fi; exit 1',
+    )
+    proc = cli(case, "input.mlir", "--compile", "./comp.sh {input}", "--allow-slippage")
+    assert proc.returncode == session.EXIT_NOT_INTERESTING, proc.stderr
+    line = error_line(proc.stderr)
+    assert "the command fails on an empty module too" in line and "does not contain a vm.module op" in line, line
+    assert "the original error" not in line, line
+    assert_clean(case)

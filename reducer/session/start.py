@@ -302,7 +302,7 @@ def _fails_without_a_program(oracle: Oracle, verdict: Verdict, guard: Guard, exe
     if empty.interesting:
         assert verdict.signature is not None
         said = next((ln.strip() for ln in (empty.stderr_tail or "").splitlines() if ln.strip()), "")
-        sig = verdict.signature
+        sig = empty.signature or verdict.signature  # its own: with --allow-slippage it may be another
         if getattr(sig, "first_error", None):  # the signature already quotes it
             said = ""
         # An exit with no error line of its own is told by what the tool said instead.
