@@ -304,7 +304,7 @@ def test_multiprocessings_temp_dir_is_noted_before_the_cluster_starts(tmp_path: 
         with pytest.raises(KeyboardInterrupt):
             DaskExecutor(ScriptOracle(str(check), "in.mlir", 60.0), 1)
         noted = (Path(run_dir) / OUTSIDE_NOTE).read_text().splitlines()
-    assert multiprocessing.util.get_temp_dir() in noted
+    assert [line.split(" ", 1)[1] for line in noted] == [multiprocessing.util.get_temp_dir()]
 
 
 @pytest.mark.parametrize(
@@ -406,7 +406,14 @@ def test_the_sweep_of_dead_runs_keeps_a_users_folders_of_a_like_name(tmp_path: P
     (stale / ".lock").write_text(named(stale))
     dead = made(RUN_PREFIX)  # a run killed with SIGKILL
     (dead / ".lock").write_text(named(dead))
-    (dead / OUTSIDE_NOTE).write_text(f"{pymp}\n{project}\n{users[8]}\n")
+    mine = made("pymp-")  # private and named as multiprocessing's, noted by path alone (audit 12, S1)
+    users.append(mine)
+    (mine / "notes.txt").write_text("mine")
+
+    def noted(path: Path) -> str:
+        return f"{path.stat().st_dev}:{path.stat().st_ino} {path}"
+
+    (dead / OUTSIDE_NOTE).write_text(f"{noted(pymp)}\n{noted(project)}\n{noted(users[8])}\n0:0 {mine}\n{mine}\n")
     for path in [*users, stale]:
         os.utime(path, (then, then))
     remove_stale_runs()

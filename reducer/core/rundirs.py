@@ -70,7 +70,13 @@ def note_outside(path: str) -> None:
     if run_dir is None or not os.path.isdir(run_dir):
         return
     with contextlib.suppress(OSError), open(os.path.join(run_dir, OUTSIDE_NOTE), "a") as f:
-        f.write(os.path.abspath(path) + "\n")
+        f.write(f"{_identity(os.lstat(path))} {os.path.abspath(path)}\n")
+
+
+def _identity(st: os.stat_result) -> str:
+    """A directory's device and inode: what a note names is that directory, not one of
+    the user's named like it (audit 12: a line added to a dead run's note named one)."""
+    return f"{st.st_dev}:{st.st_ino}"
 
 
 #: A task's own run directory and tag (`task_scope`), for the thread running it.
@@ -223,11 +229,13 @@ def _remove_noted(run_dir: str, base: str) -> None:
             noted = f.read().splitlines()
     except OSError:
         return
-    for path in noted:
+    for line in noted:
+        identity, _, path = line.partition(" ")
         if os.path.dirname(path) != os.path.abspath(base) or not _NOTED_NAME.fullmatch(os.path.basename(path)):
             continue
         with contextlib.suppress(OSError):
-            if _private_dir(os.lstat(path)):
+            st = os.lstat(path)
+            if _private_dir(st) and _identity(st) == identity:
                 shutil.rmtree(path, ignore_errors=True)
 
 
