@@ -389,7 +389,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             )
     protected = _read_by_the_run(settings)
     state = None if settings.no_state else settings.state_dir or default_state_dir(output)
-    inside = None if state is None else os.path.realpath(state) + os.sep  # the run makes it: nothing given goes there
+    # Nothing given goes in the state directory; one the run may not use is refused for that, below.
+    inside = None if state is None or RunState(state, output).refusal() else os.path.realpath(state) + os.sep
     # A hard link is the same file under another name: realpath does not see it.
     protected_files = {inode: what for real, what in protected.items() if (inode := _inode(real)) is not None}
     seen: dict[str, tuple[str, str]] = {}  # real path: the flag and the path that name it
@@ -568,10 +569,9 @@ def _read_by_the_run(settings: Settings) -> dict[str, str]:
 
 
 def _check_derived(settings: Settings, output: str, protected: dict[str, str], given: dict[str, str]) -> None:
-    """The paths the run makes itself (OUTPUT.lock, the state directory), written and
-    removed by it: none may be a path given for anything else or a file the run reads
-    (nothing given lies inside the state directory: `check_paths`), and a file named like the lock
-    that no run of ireereduce wrote is the user's: never written, never removed.
+    """The paths the run makes itself (OUTPUT.lock, the state directory), written and removed
+    by it: none may be a path given for anything else or a file the run reads, and a file
+    named like the lock that no run of ireereduce wrote is the user's: never written or removed.
     `given`: the real paths given so far, each with its flag and path."""
     of = f"of {'-o' if settings.output is not None else 'the output'} {output}"
     lock = lock_path(output)
