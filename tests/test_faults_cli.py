@@ -229,6 +229,32 @@ def test_a_program_that_cannot_run_is_refused_before_any_check(case: Path, optio
     assert_clean(case)
 
 
+def test_a_program_found_on_path_is_judged_there_not_in_the_current_directory(
+    case: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The review: a bare name is looked up in PATH, as the checks do; a file of that name
+    in the current directory (here not executable) is not the program."""
+    (case / "true").write_text("not a program\n")
+    monkeypatch.chdir(case)
+    settings = session.Settings(
+        "input.mlir",
+        compile="true {input} -o {output}",
+        against="true {input} -o {output}",
+        runner="true",
+        mismatch=True,
+    )
+    assert session.make_oracle(settings, "input.mlir", 10.0).runner.argv == ("true",)  # no refusal
+
+
+def test_a_check_script_that_is_a_directory_is_refused(case: Path):
+    """The check script and the commands' programs share one reason (scripts.unrunnable)."""
+    (case / "adir").mkdir()
+    proc = cli(case, "input.mlir", "--check", "./adir")
+    assert proc.returncode == session.EXIT_BAD_CHECK
+    assert error_line(proc.stderr) == "ireereduce: error: check script './adir' is a directory; give the program in it"
+    assert_clean(case)
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

@@ -46,13 +46,22 @@ def shipped_files(script: str) -> list[str]:
     return found
 
 
+def unrunnable(path: str, shown: str | None = None) -> str | None:
+    """Why a program that is there cannot be run ("is a directory; ..."), None if it can:
+    said for the check script and for the programs of --compile, --against and --run
+    (`shown`: the path as the user gave it, for the command to mend it)."""
+    if os.path.isdir(path):
+        return "is a directory; give the program in it"
+    if not os.access(path, os.X_OK):
+        return f"is not executable; run: chmod +x {shlex.quote(shown or path)}"
+    return None
+
+
 def check_script(path: str) -> str:
     if not os.path.exists(path):
         raise UserError(EXIT_BAD_CHECK, missing("check script", path))
-    if os.path.isdir(path):
-        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} is a directory")
-    if not os.access(path, os.X_OK):
-        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} is not executable; run: chmod +x {path}")
+    if (why := unrunnable(path)) is not None:
+        raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} {why}")
     with open(path, "rb") as f:
         head = f.read(512)
     if head.startswith(b"\x7fELF"):

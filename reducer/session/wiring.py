@@ -26,7 +26,7 @@ from reducer.core.processes import stops_held
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
 from reducer.session.finish import FINAL_CONFIRM
-from reducer.session.scripts import check_script, script_and_args
+from reducer.session.scripts import check_script, script_and_args, unrunnable
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_BAD_INPUT, EXIT_EXECUTOR, EXIT_USAGE, Settings, UserError
 
 if TYPE_CHECKING:
@@ -130,25 +130,17 @@ def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
         raise UserError(EXIT_USAGE, f"--run: cannot split the command {settings.runner!r}: {exc}") from None
     given = [("--compile", command), ("--against", against)] + ([("--run", runner)] if settings.mismatch else [])
     for option, each in given:
-        if each is not None:
-            _runnable(option, each.argv[0] if each.argv else "", each.render()[0] if each.argv else "")
+        if each is not None and each.argv:
+            _runnable(option, each.argv[0], each.render()[0])
     return _here(command), None if against is None else _here(against), _here(runner)
 
 
 def _runnable(option: str, program: str, tool: str) -> None:
     """A program the checks will run, refused before the original's check (a compile of
     minutes, for --against or --run) if it cannot run: one line naming the option."""
-    if os.sep not in tool:  # looked up in PATH, as the checks will
-        why = "" if shutil.which(tool) is not None else "is not found; install it or give its path"
-    elif not os.path.exists(tool):
-        why = "is not found; install it or give its path"
-    elif os.path.isdir(tool):
-        why = "is a directory; give the program in it"
-    elif not os.access(tool, os.X_OK):
-        why = f"is not executable; run: chmod +x {shlex.quote(program)}"
-    else:
-        return
-    if why:
+    path = shutil.which(tool) if os.sep not in tool else tool  # a bare name is looked up in PATH, as the checks do
+    why = unrunnable(path, program) if path and os.path.exists(path) else "is not found; install it or give its path"
+    if why is not None:
         raise UserError(EXIT_BAD_CHECK, f"{option}: the program {program!r} {why}")
 
 
