@@ -325,9 +325,13 @@ def test_inputs_follow_a_signature_the_reduction_changed():
     """Shrunk shapes get the leading block, dropped unit dimensions are squeezed, a
     dropped argument drops its value, a new one gets generated values, and an argument
     that fits no value is not given one meant for another."""
-    from reducer.iree.inputs import Unfit, cast, fit, generated
+    from reducer.iree.inputs import Unfit, cast, fitted, generated
+
+    def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
+        return [v for v, _ in fitted(values, types)]
 
     x, y = np.arange(32, dtype=np.float32).reshape(4, 8), np.full(3, 7.0, np.float32)
+    assert [k for _, k in fitted([x, y], ["tensor<3xf32>", "tensor<2x2xi32>"])] == [1, None]  # whence each
     assert fit([x, y], ["tensor<4x8xf32>", "tensor<3xf32>"])[0] is x  # unchanged: as they are
     block, v = fit([x, y], ["tensor<2x3xf32>", "tensor<3xf32>"])
     assert block.tolist() == [[0, 1, 2], [8, 9, 10]] and v is y

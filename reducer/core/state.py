@@ -227,6 +227,11 @@ _NAMES = {_RUN, _RUN + ".tmp", _START, _START + ".tmp", _JOURNAL}
 _PROGRAM = re.compile(r"start-([A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)\.mlir")
 
 
+def _named_ours(name: str) -> bool:
+    """A name a run writes in its directory (besides the marker)."""
+    return name in _NAMES or bool(_PROGRAM.fullmatch(name))
+
+
 class NotOurs(OSError):
     """The directory holds files this run did not write: it is not used, nor touched."""
 
@@ -411,7 +416,7 @@ class RunState:
         except OSError:
             return
         for name in sorted(names, key=lambda n: n != _RUN):
-            if name in _NAMES or _PROGRAM.fullmatch(name):
+            if _named_ours(name):
                 with contextlib.suppress(OSError):  # a directory of that name is not ours
                     os.unlink(self._file(name))
 
@@ -426,7 +431,7 @@ class RunState:
 
     def _ours(self, name: str) -> bool:
         """A file a run writes: its name, and a regular file (a directory of that name is not)."""
-        if name not in _NAMES and not _PROGRAM.fullmatch(name):
+        if not _named_ours(name):
             return False
         try:
             return stat.S_ISREG(os.lstat(self._file(name)).st_mode)
@@ -443,7 +448,7 @@ class RunState:
         if how is None:
             return
         self._clear()
-        try:  # what is left: a file of a run's name that is a directory too
+        try:  # not others(): what _clear left of a run's names (a directory) is left too
             left = sorted(n for n in os.listdir(self.path) if n != MARKER)
         except OSError:
             return

@@ -120,14 +120,10 @@ def sliced(value: np.ndarray, t: str) -> np.ndarray | None:
     return value[tuple(slice(0, w) for w in take)].reshape(shape)
 
 
-def fit(values: list[np.ndarray], types: list[str]) -> list[np.ndarray]:
-    """`fitted`'s values alone."""
-    return [v for v, _ in fitted(values, types)]
-
-
 def fitted(values: list[np.ndarray], types: list[str]) -> list[tuple[np.ndarray, int | None]]:
-    """Per argument, its value and the place of the given one it comes from (None:
-    generated), so what was made of them can be told. The values for a signature that has changed since they were made: a reduction
+    """The values for a signature that has changed since they were made, each with the
+    place of the given value it comes from (None: generated), so that what was made of
+    them can be told (`mismatch._fit_note`). A reduction
     drops arguments, shrinks shapes, demotes element types and adds arguments. Values
     and arguments are paired in order (an alignment preferring exact shapes, then
     leading sub-blocks), an argument with no value gets generated ones, a value with no

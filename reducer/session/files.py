@@ -389,8 +389,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             )
     protected = _read_by_the_run(settings)
     state = None if settings.no_state else settings.state_dir or default_state_dir(output)
-    # Nothing given goes in the state directory; one the run may not use is refused for that, below.
-    inside = None if state is None or RunState(state, output).refusal() else os.path.realpath(state) + os.sep
+    refused = None if state is None else RunState(state, output).refusal()  # refused below, once the paths are
+    inside = None if state is None or refused else os.path.realpath(state) + os.sep  # nothing given goes there
     # A hard link is the same file under another name: realpath does not see it.
     protected_files = {inode: what for real, what in protected.items() if (inode := _inode(real)) is not None}
     seen: dict[str, tuple[str, str]] = {}  # real path: the flag and the path that name it
@@ -429,7 +429,7 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     where = settings.report or settings.report_json
     if where and where != "-":  # a mismatch's report ships the inputs of its commands there
         check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs")
-    _check_derived(settings, output, protected, {real: f"{flag} {path}" for real, (flag, path) in seen.items()})
+    _check_derived(settings, output, refused, protected, {real: f"{f} {p}" for real, (f, p) in seen.items()})
 
 
 #: The paths whose file is replaced only if ireereduce wrote it (the output is judged by
@@ -568,11 +568,13 @@ def _read_by_the_run(settings: Settings) -> dict[str, str]:
     return protected
 
 
-def _check_derived(settings: Settings, output: str, protected: dict[str, str], given: dict[str, str]) -> None:
+def _check_derived(
+    settings: Settings, output: str, refused: str | None, protected: dict[str, str], given: dict[str, str]
+) -> None:
     """The paths the run makes itself (OUTPUT.lock, the state directory), written and removed
     by it: none may be a path given for anything else or a file the run reads, and a file
     named like the lock that no run of ireereduce wrote is the user's: never written or removed.
-    `given`: the real paths given so far, each with its flag and path."""
+    `given`: the real paths given so far with flag and path; `refused`: the state's `RunState.refusal()`."""
     of = f"of {'-o' if settings.output is not None else 'the output'} {output}"
     lock = lock_path(output)
     derived = [(f"the lock file {lock} {of}", lock)]
@@ -588,10 +590,8 @@ def _check_derived(settings: Settings, output: str, protected: dict[str, str], g
         if real in given:
             raise UserError(EXIT_USAGE, f"{what} is also {given[real]}; give each its own path")
         given[real] = what
-    if state is not None:
-        refused = RunState(state, output).refusal()  # never a directory the run did not make or was not given empty
-        if refused is not None:
-            raise UserError(EXIT_USAGE, refused)
+    if refused is not None:  # never a directory the run did not make or was not given empty
+        raise UserError(EXIT_USAGE, refused)
     _name_fits(output, lock)
     why = foreign_lock(lock)
     if why is not None:
