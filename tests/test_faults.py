@@ -1374,25 +1374,23 @@ def test_a_summary_of_a_program_without_an_op_count_gives_bytes_only():
 
 def test_a_full_tmpdir_is_said_full_not_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Audit 11 (FD3): a TMPDIR on a full file system was said "not writable". A full
-    tmpfs still makes empty files: the first write is what fails, faked here as the
-    system reports it (a real full mount needs root)."""
-    import errno
+    tmpfs still makes empty files: the first write is what fails. A full mount needs
+    root; /dev/full gives the kernel's own ENOSPC to the probe's write. Only rundirs'
+    view of tempfile is replaced (os.write patched for all was for every thread)."""
     import tempfile
+    import types
 
     from reducer.core import rundirs
 
     wanted = tmp_path / "full"
     wanted.mkdir()
     monkeypatch.setenv("TMPDIR", str(wanted))
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))  # where Python fell back to
-
-    def full(*args: object, **kw: object) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    with monkeypatch.context() as m:
-        m.setattr(rundirs.os, "write", full)
-        said = rundirs.tmpdir_unused()
+    fell_back = types.SimpleNamespace(gettempdir=lambda: str(tmp_path))  # where Python fell back to
+    fell_back.TemporaryFile = lambda dir: open("/dev/full", "wb", buffering=0)  # noqa: SIM115 - closed by `with`
+    monkeypatch.setattr(rundirs, "tempfile", fell_back)
+    said = rundirs.tmpdir_unused()
     assert list(wanted.iterdir()) == []  # the probe's file is gone
+    fell_back.TemporaryFile = tempfile.TemporaryFile
     again = rundirs.tmpdir_unused()  # writable by now (the review: it was said "not writable")
     assert again is not None and "(it could not be written to when the run started)" in again
     assert said == f"TMPDIR={wanted} cannot be used (no space left on device); temporary files go to {tmp_path}"
