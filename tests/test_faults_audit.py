@@ -368,3 +368,30 @@ def test_a_command_failing_otherwise_on_an_empty_module_quotes_that_failure(case
     assert "the command fails on an empty module too" in line and "does not contain a vm.module op" in line, line
     assert "the original error" not in line, line
     assert_clean(case)
+
+
+def test_a_rerun_takes_an_output_of_shrunk_tensors_as_its_start(case: Path):
+    """Audit 13 (D1): shrink-tensors made tensor<4xf32> tensor<1xf32>: the same ops and
+    bytes, a smaller volume, so the run wrote it. A rerun without the state compared the
+    output with the input by bytes alone and refused it as "no smaller than the input (a
+    file of yours?)", though ireereduce wrote it."""
+    program = """module {
+  func.func @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = arith.addf %arg0, %arg1 : tensor<4xf32>
+    %1 = math.atan2 %0, %arg1 : tensor<4xf32>
+    return %1 : tensor<4xf32>
+  }
+}
+"""  # as ireereduce prints it: the run's start is the input re-printed
+    (case / "in.mlir").write_text(program)
+    make_script(case / "atan.sh", 'grep -q math.atan2 "$1"')
+    first = cli(case, "in.mlir", "--check", "./atan.sh", "-j", "1", "--strategies", "shrink-tensors")
+    assert first.returncode == 0, first.stderr
+    shrunk = (case / "in.reduced.mlir").read_text()
+    assert "tensor<1xf32>" in shrunk and len(shrunk) == len(program)  # the same bytes, a smaller volume
+    again = cli(case, "in.mlir", "--check", "./atan.sh", "-j", "1")
+    assert again.returncode == 0, again.stderr
+    assert "started from the smaller interesting program already in in.reduced.mlir" in again.stderr
+    assert "math.atan2" in (case / "in.reduced.mlir").read_text()
+    assert (case / "in.mlir").read_text() == program
+    assert_clean(case)

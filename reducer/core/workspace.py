@@ -45,7 +45,9 @@ class Size:
             return self.outside < other.outside
         if self.ops is not None and other.ops is not None:
             return (self.ops, self.bytes, self.volume) < (other.ops, other.bytes, other.volume)
-        return self.bytes < other.bytes
+        # Ops unknown (a text workspace, an earlier output read as a file): bytes, then the
+        # volume, as the engine orders them; a text workspace's volumes are all 0.
+        return (self.bytes, self.volume) < (other.bytes, other.volume)
 
     def __str__(self) -> str:
         ops = "" if self.ops is None else f"{self.ops} ops, "
