@@ -395,3 +395,14 @@ def test_a_rerun_takes_an_output_of_shrunk_tensors_as_its_start(case: Path):
     assert "math.atan2" in (case / "in.reduced.mlir").read_text()
     assert (case / "in.mlir").read_text() == program
     assert_clean(case)
+    # The input as the user wrote it: the printed output is longer as a file (`module {`,
+    # `%arg0`), smaller in the engine's order. A --no-state run cut short, then the rerun.
+    raw = program.replace("module {\n", "").replace("\n}\n", "\n").replace("%arg0", "%a").replace("%arg1", "%b")
+    (case / "raw.mlir").write_text(raw)
+    cut = cli(case, "raw.mlir", "--check", "./atan.sh", "-j", "1", "--no-state", "--max-checks", "3")
+    assert cut.returncode == session.EXIT_STOPPED, cut.stderr
+    assert len((case / "raw.reduced.mlir").read_text()) > len(raw)
+    again = cli(case, "raw.mlir", "--check", "./atan.sh", "-j", "1", "--no-state")
+    assert again.returncode == 0, again.stderr
+    assert "started from the smaller interesting program already in raw.reduced.mlir" in again.stderr
+    assert_clean(case)
