@@ -137,6 +137,23 @@ def test_a_planted_state_with_a_marker_is_refused_unread(case: Path, how: str):
     assert_clean(case)
 
 
+def test_a_journal_replaced_by_a_link_is_named_and_not_followed(case: Path):
+    """Audit 13 (R19): a verdicts.jsonl swapped for a link to a user's file was refused,
+    but as "Too many levels of symbolic links": the line names the link, and the file it
+    leads to is not written."""
+    state = _killed_run(case)
+    _sweep(case)
+    (case / "diary.txt").write_text("my own words\n")
+    (state / "verdicts.jsonl").unlink()
+    (state / "verdicts.jsonl").symlink_to(case / "diary.txt")
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert proc.returncode == session.EXIT_CANNOT_WRITE, proc.stderr
+    line = error_line(proc.stderr)
+    assert "verdicts.jsonl is a symbolic link ireereduce did not make, and it is not followed" in line, line
+    assert (case / "diary.txt").read_text() == "my own words\n"
+    assert_clean(case)
+
+
 def test_a_state_made_by_a_run_is_private_to_its_user(case: Path):
     state = _killed_run(case)
     assert state.stat().st_mode & 0o777 == 0o700

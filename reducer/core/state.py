@@ -239,6 +239,17 @@ class NotOurs(OSError):
         super().__init__(errno.EEXIST, "it holds files ireereduce did not write", path)
 
 
+def cannot_write(directory: str, exc: OSError) -> str:
+    """Why the state directory cannot be written; a link planted in it is named, since the
+    run never writes through one and "too many levels of symbolic links" says nothing."""
+    if exc.errno == errno.ELOOP and exc.filename:
+        return (
+            f"cannot write the state directory {directory}: {exc.filename} is a symbolic link "
+            "ireereduce did not make, and it is not followed (remove it, --state-dir elsewhere, or --no-state)"
+        )
+    return f"cannot write the state directory {directory}: {exc.strerror} (--state-dir elsewhere, or --no-state)"
+
+
 def _owner(output: str) -> str:
     """The output's absolute path, its directory's links resolved (not its own: the
     output may be a link the run writes through)."""

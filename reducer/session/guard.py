@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from reducer.core.bytecode import Writer
 from reducer.core.oracle import whole
+from reducer.core.state import cannot_write
 from reducer.session import files
 from reducer.session.files import WRITE_ERRORS, rescue
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_CANNOT_WRITE, EXIT_CHECK_CHANGED_FILES, Settings, UserError
@@ -162,11 +163,7 @@ class Guard:
             and exc.filename
             and os.path.dirname(os.path.abspath(exc.filename)) == os.path.abspath(state)
         ):
-            return UserError(
-                EXIT_CANNOT_WRITE,
-                f"cannot write the state directory {state}: {exc.strerror} (--state-dir elsewhere, or --no-state); "
-                f"{self.best()}",
-            )
+            return UserError(EXIT_CANNOT_WRITE, f"{cannot_write(state, exc)}; {self.best()}")
         if exc.errno in WRITE_ERRORS and not exc.filename:
             return UserError(
                 EXIT_CANNOT_WRITE,

@@ -15,7 +15,7 @@ from reducer.core import ir as irutil
 from reducer.core.cache import VerdictJournal
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, RepeatOracle, Verdict
-from reducer.core.state import RunState, differences, fingerprint
+from reducer.core.state import RunState, cannot_write, differences, fingerprint
 from reducer.core.workspace import MLIRWorkspace, Size, TextWorkspace, Workspace
 from reducer.session import triage
 from reducer.session.checks import check_repeatedly
@@ -119,10 +119,7 @@ def _same_oracle(state: RunState, start: Start, settings: Settings, basename: st
 
 
 def _cannot_write(state: RunState, exc: OSError) -> UserError:
-    return UserError(
-        EXIT_CANNOT_WRITE,
-        f"cannot write the state directory {state.path}: {exc.strerror} (--state-dir elsewhere, or --no-state)",
-    )
+    return UserError(EXIT_CANNOT_WRITE, cannot_write(state.path, exc))
 
 
 def record_start(resume: Resume, start: Start) -> None:
