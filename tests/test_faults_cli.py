@@ -273,6 +273,29 @@ def test_a_check_script_that_is_a_directory_is_refused(case: Path):
 
 
 @pytest.mark.parametrize(
+    "given, said",
+    [
+        ("nosuch.dat", "'nosuch.dat' does not exist"),
+        ("adir", "'adir' is a directory; give the files in it"),
+        ("dangling.dat", "'dangling.dat' is a symlink to 'gone.dat', which does not exist"),
+    ],
+    ids=["missing", "directory", "dangling"],
+)
+def test_a_check_file_that_cannot_be_shipped_is_named_before_dask_starts(case: Path, given: str, said: str):
+    """Audit 13 (E05, E06): a --check-files entry that was missing or a directory was
+    found by the original's check as "cannot run the check (nosuch.dat)", naming no option."""
+    (case / "adir").mkdir()
+    (case / "dangling.dat").symlink_to("gone.dat")
+    ran = case / "ran"
+    make_script(case / "check.sh", f"touch {ran}; exit 0")
+    proc = cli(case, "input.mlir", "--check", "check.sh", "--executor", "dask", "--check-files", given)
+    assert proc.returncode == session.EXIT_BAD_CHECK, proc.stderr
+    assert error_line(proc.stderr) == f"ireereduce: error: --check-files {said}"
+    assert not ran.exists()
+    assert_clean(case)
+
+
+@pytest.mark.parametrize(
     "args, words",
     [
         (["--backends", "llvm-cpu,vmvx", "--rtol", "-1"], "--rtol must be a tolerance of 0 or more, not -1.0"),

@@ -27,7 +27,16 @@ from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
 from reducer.session.finish import FINAL_CONFIRM
 from reducer.session.scripts import check_script, script_and_args, unrunnable
-from reducer.session.settings import EXIT_BAD_CHECK, EXIT_BAD_INPUT, EXIT_EXECUTOR, EXIT_USAGE, Settings, UserError
+from reducer.session.settings import (
+    EXIT_BAD_CHECK,
+    EXIT_BAD_INPUT,
+    EXIT_EXECUTOR,
+    EXIT_USAGE,
+    Settings,
+    UserError,
+    missing,
+    quoted,
+)
 
 if TYPE_CHECKING:
     from reducer.iree.oracles.command import Command
@@ -431,7 +440,23 @@ def _local(settings: Settings, oracle: Oracle | None) -> Executor:
         raise UserError(EXIT_EXECUTOR, str(exc)) from None
 
 
+def _shippable(path: str) -> str | None:
+    """Why a file of --check-files cannot go to the workers: said before a cluster starts,
+    naming the option, not later as a check that "cannot run"."""
+    if not os.path.exists(path):
+        return missing("--check-files", path)
+    if os.path.isdir(path):
+        return f"--check-files {quoted(path)} is a directory; give the files in it"
+    if not os.access(path, os.R_OK):
+        return f"--check-files {quoted(path)} cannot be read"
+    return None
+
+
 def _dask(settings: Settings, oracle: Oracle | None) -> Executor:
+    for path in settings.check_files:
+        why = _shippable(path)
+        if why is not None:
+            raise UserError(EXIT_BAD_CHECK, why)
     try:
         from reducer.core.dask_executor import DaskExecutor, ExecutorUnavailable
     except ImportError:
