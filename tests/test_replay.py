@@ -197,8 +197,8 @@ def test_an_output_with_blobs_gets_the_trailer_after_them(tmp_path):
     """The review: the trailer was added to the program's bytes (`Attached` + bytes is
     plain bytes), so the output of a reproducer with blobs lost them."""
     from reducer.session import Settings
-    from reducer.session.files import load_input
     from reducer.session.guard import Guard
+    from reducer.session.source import load_input
 
     src = tmp_path / "in.mlir"
     src.write_text(

@@ -17,7 +17,7 @@ from reducer.core import resources
 from reducer.core.ir import PrintOptions
 from reducer.core.oracle import candidate_dir, whole
 from reducer.core.workspace import Candidate, MLIRWorkspace
-from reducer.session.files import load_input, read_input
+from reducer.session.source import load_input, read_input
 from strategies.shrink_tensors import ShrinkTensors
 from strategies.shrink_values import ShrinkValues
 

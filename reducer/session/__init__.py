@@ -13,17 +13,7 @@
 """
 
 from reducer.session.checks import check_repeatedly
-from reducer.session.files import (
-    WRITE_ERRORS,
-    check_paths,
-    decode_input,
-    default_output,
-    open_stream,
-    read_input,
-    read_stdin,
-    save,
-    write_atomically,
-)
+from reducer.session.files import WRITE_ERRORS, check_paths, default_output, open_stream, save, write_atomically
 from reducer.session.finish import FINAL_CONFIRM, WALKBACK_CONFIRM
 from reducer.session.run import check_limits, reduce_file
 from reducer.session.scripts import check_script, shipped_files
@@ -57,6 +47,7 @@ from reducer.session.settings import (
     Settings,
     UserError,
 )
+from reducer.session.source import decode_input, read_input, read_stdin
 from reducer.session.start import Start
 from reducer.session.wiring import EXECUTORS, ORACLES, make_executor, make_oracle, registry, select_strategies
 

@@ -32,7 +32,7 @@ from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
 from reducer.progress import Monitor
 from reducer.session import overlap, triage, wiring
-from reducer.session.files import BOM, Input, blobs_apart, check_paths, default_output, load_input, lock_path
+from reducer.session.files import check_paths, default_output, lock_path
 from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
 from reducer.session.guard import Guard
 from reducer.session.settings import (
@@ -51,6 +51,7 @@ from reducer.session.settings import (
     UserError,
     check_counts,
 )
+from reducer.session.source import BOM, Input, blobs_apart, load_input
 from reducer.session.start import (
     Resume,
     Start,

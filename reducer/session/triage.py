@@ -360,7 +360,8 @@ def localize_only(path: str, options: dict[str, Any]) -> int:
 
 def _localize_only(settings: Settings) -> int:
     from reducer.iree import cut, localize
-    from reducer.session.files import check_inputs_folder, default_output, read_input, save
+    from reducer.session.files import check_inputs_folder, default_output, save
+    from reducer.session.source import read_input
     from reducer.session.wiring import make_oracle
 
     output = settings.output or default_output(settings.input)
