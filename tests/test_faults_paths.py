@@ -199,6 +199,21 @@ def test_a_stream_to_a_fifo_nobody_reads_is_refused_not_waited_on(case: Path, fl
 
 
 @pytest.mark.parametrize("flag", ["--progress-json", "--log-file"])
+def test_the_terminal_without_one_is_said_as_a_device_not_a_fifo(case: Path, flag: str):
+    """Audit 13 (W18): /dev/tty in a session with no terminal (a cron job, a CI bot) gives
+    ENXIO, as a FIFO nobody reads does, and was called "no process reads the FIFO"."""
+    _refused(
+        case,
+        ["input.mlir", "--check", "check.sh", "-j", "1", "-o", "o.mlir", flag, "/dev/tty"],
+        session.EXIT_CANNOT_WRITE,
+        f"cannot write {flag} /dev/tty: the device has nothing behind it",
+        "/dev/tty without a terminal",
+        start_new_session=True,  # no controlling terminal
+    )
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("flag", ["--progress-json", "--log-file"])
 def test_a_stream_to_a_fifo_with_a_reader_gets_the_lines(case: Path, flag: str):
     """The refusal above must not be the only answer: with a reader, the lines arrive."""
     make_script(case / "check.sh", 'grep -q math.exp "$1"')

@@ -153,8 +153,18 @@ def _write_stream(path: str, target: Target, data: bytes) -> None:
             if fd != target.fd:
                 os.close(fd)
     except OSError as exc:
-        why = "no process reads the FIFO" if exc.errno == errno.ENXIO else exc.strerror
-        raise OSError(exc.errno, why, path) from None
+        raise OSError(exc.errno, _unopened(path, exc), path) from None
+
+
+def _unopened(path: str, exc: OSError) -> str:
+    """ENXIO is a FIFO nobody reads, or a device with nothing behind it (/dev/tty when
+    the run has no terminal): each said as what it is."""
+    if exc.errno != errno.ENXIO:
+        return str(exc.strerror)
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.stat(path).st_mode):
+            return "no process reads the FIFO"
+    return "the device has nothing behind it (no such device or address; /dev/tty without a terminal?)"
 
 
 def open_stream(flag: str, path: str, append: bool = False) -> TextIO:
@@ -172,8 +182,7 @@ def open_stream(flag: str, path: str, append: bool = False) -> TextIO:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | how | os.O_NONBLOCK, 0o666)
             os.set_blocking(fd, True)
     except OSError as exc:
-        why = "no process reads the FIFO" if exc.errno == errno.ENXIO else exc.strerror
-        raise UserError(EXIT_CANNOT_WRITE, f"cannot write {flag} {path}: {why}") from None
+        raise UserError(EXIT_CANNOT_WRITE, f"cannot write {flag} {path}: {_unopened(path, exc)}") from None
     return open(fd, "w", encoding="utf-8", errors="surrogateescape")
 
 
