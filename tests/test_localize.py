@@ -132,12 +132,15 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
     import numpy as np
 
     np.savez(tmp_path / "both.npz", a=np.ones(3), b=np.ones(3))
+    (tmp_path / "text.npy").write_text("1 2 3\n")
     for entry, code, said in [
         ("i64=99999999999999999999", EXIT_USAGE, "'i64=99999999999999999999': a value out of the 64-bit range"),
         ("4xi8=1 2 300 4", EXIT_USAGE, "'4xi8=1 2 300 4': a value out of i8's range"),  # was 44
         ("99999999999999999999999999x9xf32=1", EXIT_USAGE, "elements is more than 268435456; give a .npy file"),
         ("2x3xf32:1", EXIT_USAGE, "'2x3xf32:1' is neither a value (such as 4xf32=1 2 3 4 or 0.5) nor a file"),
         (str(tmp_path / "both.npz"), EXIT_BAD_INPUT, "is a .npz archive: give each array as a .npy file"),
+        # Audit 13 (M22): numpy said "This file contains pickled (object) data" of a text file
+        (str(tmp_path / "text.npy"), EXIT_BAD_INPUT, "text.npy' is not a .npy file: it does not start with"),
     ]:
         with pytest.raises(UserError) as err:
             make_oracle(demote_settings(tmp_path, inputs=[entry]), "model.mlir", 10.0)
@@ -153,7 +156,7 @@ def test_a_bare_scalar_is_an_input_as_iree_run_module_takes_it(tmp_path: Path):
     assert flag(given("-3"), "i32", str(tmp_path / "x.npy")) == "--input=-3"
     assert flag(given("nan"), "f16", str(tmp_path / "x.npy")) == "--input=nan"
     (tmp_path / "7").write_bytes(b"not npy")  # a file of that name is read as one, as before
-    with pytest.raises(ValueError, match="as a .npy file"):
+    with pytest.raises(ValueError, match="'7' is not a .npy file"):
         given("7", str(tmp_path))
 
 

@@ -214,14 +214,7 @@ def given(entry: str, base: str = ".") -> np.ndarray:
                     return _numbers([read(text)]).reshape(())  # cast to its argument's type when the run fits it
             if not text.endswith(".npy"):
                 raise ValueError(f"{entry!r} is neither a value (such as 4xf32=1 2 3 4 or 0.5) nor a file")
-        try:
-            loaded = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise Unreadable(f"cannot read {text.lstrip('@')!r} as a .npy file: {exc}") from None
-        if isinstance(loaded, np.lib.npyio.NpzFile):  # np.asarray would make an array of its keys
-            loaded.close()
-            raise Unreadable(f"{text.lstrip('@')!r} is a .npz archive: give each array as a .npy file")
-        return np.asarray(loaded)
+        return _npy(path, text.lstrip("@"))
     dims_text, element, values_text = m.groups()
     if element not in DTYPES:
         raise ValueError(f"{entry!r}: unknown element type {element!r}")
@@ -246,7 +239,31 @@ def given(entry: str, base: str = ".") -> np.ndarray:
 
 
 #: The most elements a value written on the command line may fill (a .npy file has none).
+#: How a .npy file and a zip (.npz, empty or not) start: numpy reads anything else as a pickle.
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 MAX_ELEMENTS = 1 << 28
+
+
+def _npy(path: str, name: str) -> np.ndarray:
+    """A .npy file's array, never unpickled; what is not one is said so (np.load would
+    call a text file "pickled (object) data")."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(_NPY_MAGIC))
+        if magic != _NPY_MAGIC and not magic.startswith(_ZIP_MAGICS):  # np.load would say "pickled data"
+            raise Unreadable(f"{name!r} is not a .npy file: it does not start with \\x93NUMPY, as np.save writes one")
+        loaded = np.load(path, allow_pickle=False)
+    except OSError as exc:
+        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc.strerror}") from None
+    except Unreadable:
+        raise
+    except ValueError as exc:
+        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc}") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):  # np.asarray would make an array of its keys
+        loaded.close()
+        raise Unreadable(f"{name!r} is a .npz archive: give each array as a .npy file")
+    return np.asarray(loaded)
 
 
 def _numbers(numbers: list[float] | list[int]) -> np.ndarray:
