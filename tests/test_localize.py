@@ -133,6 +133,10 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
 
     np.savez(tmp_path / "both.npz", a=np.ones(3), b=np.ones(3))
     (tmp_path / "text.npy").write_text("1 2 3\n")
+    (tmp_path / "badzip.npy").write_bytes(b"PK\x03\x04garbage")
+    np.save(tmp_path / "objects.npy", np.array([{}], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "whole.npy", np.arange(4, dtype=np.float32))
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "whole.npy").read_bytes()[:40])
     for entry, code, said in [
         ("i64=99999999999999999999", EXIT_USAGE, "'i64=99999999999999999999': a value out of the 64-bit range"),
         ("4xi8=1 2 300 4", EXIT_USAGE, "'4xi8=1 2 300 4': a value out of i8's range"),  # was 44
@@ -141,6 +145,11 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
         (str(tmp_path / "both.npz"), EXIT_BAD_INPUT, "is a .npz archive: give each array as a .npy file"),
         # Audit 13 (M22): numpy said "This file contains pickled (object) data" of a text file
         (str(tmp_path / "text.npy"), EXIT_BAD_INPUT, "text.npy' is not a .npy file: it does not start with"),
+        # The review: a damaged archive was an internal error (BadZipFile), an object array
+        # still got numpy's allow_pickle wording, and a cut header an EOFError
+        (str(tmp_path / "badzip.npy"), EXIT_BAD_INPUT, "badzip.npy' as a .npy file: File is not a zip file"),
+        (str(tmp_path / "objects.npy"), EXIT_BAD_INPUT, "objects.npy' holds Python objects, not numbers"),
+        (str(tmp_path / "cut.npy"), EXIT_BAD_INPUT, "cut.npy' as a .npy file: EOF: reading array header"),
     ]:
         with pytest.raises(UserError) as err:
             make_oracle(demote_settings(tmp_path, inputs=[entry]), "model.mlir", 10.0)

@@ -15,6 +15,7 @@ import io
 import os
 import re
 import warnings
+import zipfile
 
 import numpy as np
 
@@ -238,10 +239,10 @@ def given(entry: str, base: str = ".") -> np.ndarray:
         raise ValueError(f"{entry!r}: {exc}") from None
 
 
-#: The most elements a value written on the command line may fill (a .npy file has none).
 #: How a .npy file and a zip (.npz, empty or not) start: numpy reads anything else as a pickle.
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+#: The most elements a value written on the command line may fill (a .npy file has none).
 MAX_ELEMENTS = 1 << 28
 
 
@@ -259,7 +260,11 @@ def _npy(path: str, name: str) -> np.ndarray:
     except Unreadable:
         raise
     except ValueError as exc:
+        if "Object arrays" in str(exc):  # numpy's words point at allow_pickle: nothing is ever unpickled
+            raise Unreadable(f"{name!r} holds Python objects, not numbers; give an array of numbers") from None
         raise Unreadable(f"cannot read {name!r} as a .npy file: {exc}") from None
+    except (EOFError, zipfile.BadZipFile) as exc:  # cut short, or a damaged archive
+        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc or 'it ends too soon'}") from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # np.asarray would make an array of its keys
         loaded.close()
         raise Unreadable(f"{name!r} is a .npz archive: give each array as a .npy file")
