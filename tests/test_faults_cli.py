@@ -278,14 +278,17 @@ def test_a_check_script_that_is_a_directory_is_refused(case: Path):
         ("nosuch.dat", "'nosuch.dat' does not exist"),
         ("adir", "'adir' is a directory; give the files in it"),
         ("dangling.dat", "'dangling.dat' is a symlink to 'gone.dat', which does not exist"),
+        ("fifo", "'fifo' is not a regular file; give a file the check reads"),  # the review: shipping it hung
+        ("/dev/zero", "'/dev/zero' is not a regular file; give a file the check reads"),
     ],
-    ids=["missing", "directory", "dangling"],
+    ids=["missing", "directory", "dangling", "fifo", "device"],
 )
 def test_a_check_file_that_cannot_be_shipped_is_named_before_dask_starts(case: Path, given: str, said: str):
     """Audit 13 (E05, E06): a --check-files entry that was missing or a directory was
     found by the original's check as "cannot run the check (nosuch.dat)", naming no option."""
     (case / "adir").mkdir()
     (case / "dangling.dat").symlink_to("gone.dat")
+    os.mkfifo(case / "fifo")
     ran = case / "ran"
     make_script(case / "check.sh", f"touch {ran}; exit 0")
     proc = cli(case, "input.mlir", "--check", "check.sh", "--executor", "dask", "--check-files", given)

@@ -244,7 +244,7 @@ def cannot_write(directory: str, exc: OSError) -> str:
     run never writes through one and "too many levels of symbolic links" says nothing."""
     if exc.errno == errno.ELOOP and exc.filename:
         return (
-            f"cannot write the state directory {directory}: {exc.filename} is a symbolic link "
+            f"cannot write the state directory {directory}: its {os.path.basename(exc.filename)} is a symbolic link "
             "ireereduce did not make, and it is not followed (remove it, --state-dir elsewhere, or --no-state)"
         )
     return f"cannot write the state directory {directory}: {exc.strerror} (--state-dir elsewhere, or --no-state)"

@@ -447,8 +447,13 @@ def _shippable(path: str) -> str | None:
         return missing("--check-files", path)
     if os.path.isdir(path):
         return f"--check-files {quoted(path)} is a directory; give the files in it"
-    if not os.access(path, os.R_OK):
-        return f"--check-files {quoted(path)} cannot be read"
+    if not os.path.isfile(path):  # a FIFO would block the read that ships it, /dev/zero never end
+        return f"--check-files {quoted(path)} is not a regular file; give a file the check reads"
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        return f"--check-files {quoted(path)} cannot be read: {exc.strerror}"
     return None
 
 
