@@ -263,6 +263,46 @@ def test_a_program_found_on_path_is_judged_there_not_in_the_current_directory(
     assert session.make_oracle(settings, "input.mlir", 10.0).runner.argv == ("true",)  # no refusal
 
 
+def test_an_iree_tool_of_the_users_on_path_is_the_one_that_runs(case: Path):
+    """Audit 14 (DF2): a bare `iree-compile` in --compile ran the installed wheel's copy
+    before PATH was looked at, so a bug in the user's own compiler build was judged on
+    another compiler (a false exit 5). PATH's tool runs; this environment's own wrapper
+    for the wheel's binary still gives way to the binary."""
+    import sysconfig
+
+    from reducer.iree.oracles.command import resolve_tool
+
+    calls = case / "calls.log"
+    (case / "bin").mkdir()
+    make_script(
+        case / "bin" / "iree-compile",
+        f'echo called >> {calls}; grep -q math.exp "$1" && {{ echo "error: MYBUG in exp" >&2; exit 1; }}; exit 0',
+    )
+    path = f"{case / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "-j", "1", "--compile", "iree-compile {input} -o /dev/null"]
+        + ["--expect-error", "MYBUG"],
+        cwd=case,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(env(case), PATH=path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert calls.read_text().count("called") >= 2  # the original's check, and the candidates'
+    assert_clean(case)
+    ours = os.path.join(sysconfig.get_path("scripts"), "iree-compile")
+    if os.path.exists(ours):  # pip's console script in this environment: the wheel's binary runs
+        old = os.environ["PATH"]
+        try:
+            os.environ["PATH"] = f"{os.path.dirname(ours)}{os.pathsep}{old}"
+            assert resolve_tool("iree-compile") != ours
+            assert os.path.basename(resolve_tool("iree-compile")) == "iree-compile"
+        finally:
+            os.environ["PATH"] = old
+
+
 def test_a_check_script_that_is_a_directory_is_refused(case: Path):
     """The check script and the commands' programs share one reason (scripts.unrunnable)."""
     (case / "adir").mkdir()

@@ -8,14 +8,16 @@ import os
 import re
 import shlex
 import shutil
+import sysconfig
 from collections.abc import Sequence
 
 import attrs
 
 from reducer.core import codec
 
-#: IREE tools resolved to the binaries in the installed wheels: skips pyenv's and pip's
-#: wrapper scripts, which also turn a crash's signal into an exit code.
+#: IREE tools a bare name may resolve to the installed wheels' binaries: skips pip's and
+#: pyenv's wrapper scripts, which cost a Python start and turn a crash's signal into an
+#: exit code. Only this environment's own wrappers: a tool of the user's on PATH is theirs.
 _IREE_TOOLS = ("iree-compile", "iree-opt", "iree-run-module", "iree-dump-module")
 
 
@@ -27,8 +29,14 @@ class CommandError(ValueError):
 
 
 def resolve_tool(name: str) -> str:
+    """What a bare IREE tool name runs: what PATH finds, as in the user's shell (their own
+    build is the compiler under test), unless that is this environment's wrapper for the
+    wheel's binary, or PATH has none: then the binary itself."""
     if os.sep in name or name not in _IREE_TOOLS:
         return name
+    found = shutil.which(name)
+    if found is not None and not _our_wrapper(found, name):
+        return found
     try:
         if name in ("iree-compile", "iree-opt"):
             from iree.compiler.tools.binaries import find_tool
@@ -41,7 +49,21 @@ def resolve_tool(name: str) -> str:
             return path
     except Exception:  # not installed from a wheel: whatever is on PATH
         pass
-    return shutil.which(name) or name
+    return found or name
+
+
+def _our_wrapper(found: str, name: str) -> bool:
+    """found is pip's console script for name in this environment, or a pyenv shim while
+    this environment has one (the shim leads there)."""
+    mine = os.path.join(sysconfig.get_path("scripts"), name)
+    if os.path.realpath(found) == os.path.realpath(mine):
+        return True
+    try:
+        with open(found, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and b"pyenv" in head and os.path.exists(mine)
 
 
 @codec.record()
