@@ -137,21 +137,47 @@ def test_a_planted_state_with_a_marker_is_refused_unread(case: Path, how: str):
     assert_clean(case)
 
 
-def test_a_journal_replaced_by_a_link_is_named_and_not_followed(case: Path):
-    """Audit 13 (R19): a verdicts.jsonl swapped for a link to a user's file was refused,
-    but as "Too many levels of symbolic links": the line names the link, and the file it
-    leads to is not written."""
+@pytest.mark.parametrize("name", ["run.json", "start.json", "verdicts.jsonl", "start-text.mlir"])
+@pytest.mark.parametrize("kind", ["fifo", "directory", "link"])
+def test_a_runs_file_replaced_by_a_fifo_a_directory_or_a_link_is_refused_unread(case: Path, name: str, kind: str):
+    """Audit 14 (DF1): a FIFO put in place of one of a killed run's files made the rerun
+    wait for ever on reading it; a directory (S18) gave three lines that contradicted each
+    other, a link (audit 13, R19) "Too many levels of symbolic links". Each is one line
+    before anything runs, and what was put there stays."""
     state = _killed_run(case)
     _sweep(case)
     (case / "diary.txt").write_text("my own words\n")
-    (state / "verdicts.jsonl").unlink()
-    (state / "verdicts.jsonl").symlink_to(case / "diary.txt")
+    (state / name).unlink()
+    if kind == "fifo":
+        os.mkfifo(state / name)
+    elif kind == "directory":
+        (state / name).mkdir()
+    else:
+        (state / name).symlink_to(case / "diary.txt")
+    make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
+    before = _tree(case)
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
-    assert proc.returncode == session.EXIT_CANNOT_WRITE, proc.stderr
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    said = {"fifo": "a FIFO", "directory": "a directory", "link": "a symbolic link"}[kind]
     line = error_line(proc.stderr)
-    assert "verdicts.jsonl is a symbolic link ireereduce did not make, and it is not followed" in line, line
-    assert (case / "diary.txt").read_text() == "my own words\n"
+    assert f"holds files ireereduce did not write (its {name} is {said})" in line, line
+    assert not (case / "ran").exists()
+    assert _tree(case) == before  # the diary too
     assert_clean(case)
+
+
+def test_a_link_met_while_writing_the_state_is_named():
+    """A link put in the state after it was checked: the write fails (O_NOFOLLOW), and the
+    line names it rather than saying "Too many levels of symbolic links"."""
+    import errno
+
+    from reducer.core.state import cannot_write
+
+    exc = OSError(errno.ELOOP, "Too many levels of symbolic links", "out.resume/verdicts.jsonl")
+    assert cannot_write("out.resume", exc) == (
+        "cannot write the state directory out.resume: its verdicts.jsonl is a symbolic link ireereduce did not "
+        "make, and it is not followed (remove it, --state-dir elsewhere, or --no-state)"
+    )
 
 
 def test_a_state_made_by_a_run_is_private_to_its_user(case: Path):

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -259,3 +260,23 @@ def test_a_journal_reads_only_verdicts_it_wrote_and_never_through_a_link(tmp_pat
         VerdictJournal(str(linked))
     assert err.value.errno == errno.ELOOP
     assert diary.read_text() == "my own words\n"
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["VerdictJournal(path)", "state._read(path)"],
+    ids=["journal", "start"],
+)
+def test_a_fifo_in_the_state_is_refused_never_waited_on(tmp_path, call: str):
+    """Audit 14 (DF1): a FIFO put in place of a state file blocked the rerun for ever in
+    open(); one put there after the directory was checked is an OSError at once."""
+    fifo = tmp_path / "file"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\nfrom reducer.core import state\nfrom reducer.core.cache import VerdictJournal\n"
+        f"path = {str(fifo)!r}\n"
+        f"try:\n    {call}\nexcept OSError as exc:\n    print('refused', exc.strerror)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() in ("refused not a regular file", "refused No such device or address"), out
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +58,9 @@ class VerdictJournal:
         good = 0
         if os.path.lexists(path):
             # never through a link planted in the state directory: that file is not ours
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO would be read forever
+                    raise OSError(errno.EINVAL, "not a regular file", path)
                 data = f.read()
             for line in data.splitlines(keepends=True):
                 try:
@@ -75,7 +79,11 @@ class VerdictJournal:
                 except (ValueError, KeyError, TypeError):
                     break
                 good += len(line)
-        self._file = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o666), "ab")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        self._file = os.fdopen(fd, "ab")
         self._file.truncate(good)
         self._lock = threading.Lock()
 

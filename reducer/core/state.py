@@ -232,6 +232,28 @@ def _named_ours(name: str) -> bool:
     return name in _NAMES or bool(_PROGRAM.fullmatch(name))
 
 
+def _read(path: str) -> bytes:
+    """A file of the state, never through a link and never waiting on a FIFO: anything but
+    a regular file put there since the directory was checked is an OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return f.read()
+
+
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "a device"
+
+
 class NotOurs(OSError):
     """The directory holds files this run did not write: it is not used, nor touched."""
 
@@ -298,7 +320,25 @@ class RunState:
             return None, f"its {MARKER} file is not one ireereduce writes"
         if self.owner is not None and output != self.owner:
             return None, f"it was made by a run for another output, {output!r}"
+        odd = self._not_files()
+        if odd:  # a FIFO there blocked the read that resumes; a directory broke the write
+            return None, odd
         return lines[1], ""
+
+    def _not_files(self) -> str:
+        """The first entry named as a run's file that is not a regular file (a FIFO, a
+        directory, a link, a device), as "its NAME is a KIND"; "" when there is none."""
+        try:
+            names = sorted(os.listdir(self.path))
+        except OSError:
+            return ""
+        for name in names:
+            if _named_ours(name):
+                with contextlib.suppress(OSError):
+                    mode = os.lstat(self._file(name)).st_mode
+                    if not stat.S_ISREG(mode):
+                        return f"its {name} is {_kind(mode)}"
+        return ""
 
     def refusal(self) -> str | None:
         """Why the run may not use the directory, in one line for the user; None when it may:
@@ -334,8 +374,7 @@ class RunState:
         if not self.exists():
             return None
         try:
-            with open(self._file(_RUN), "rb") as f:
-                run = json.loads(f.read())
+            run = json.loads(_read(self._file(_RUN)))
         except FileNotFoundError:
             return None  # killed before its start was recorded
         except (OSError, ValueError, RecursionError) as exc:
@@ -346,8 +385,7 @@ class RunState:
         if recorded != fp:
             return recorded, None
         try:
-            with open(self._file(_START), "rb") as f:
-                start = codec.decode(json.loads(f.read()), self._read_program)
+            start = codec.decode(json.loads(_read(self._file(_START))), self._read_program)
         except (OSError, ValueError, RecursionError) as exc:  # codec.CodecError is a ValueError
             return self._unusable(f"its start cannot be read: {exc}")
         return recorded, start
@@ -361,8 +399,7 @@ class RunState:
         file = f"start-{name}.mlir"
         if not _PROGRAM.fullmatch(file):
             raise codec.CodecError(f"not a program's name: {name!r}")
-        with open(self._file(file), "rb") as f:
-            return f.read().decode()
+        return _read(self._file(file)).decode()
 
     def _write_program(self, name: str, text: str) -> None:
         file = f"start-{name}.mlir"
