@@ -195,8 +195,13 @@ def test_files_someone_else_puts_in_a_runs_directory_stay(tmp_path: Path, caplog
         state.remove()
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [MARKER, "notes.txt", "start-x.mlir", "start.json.d"]
     assert "notes.txt, start-x.mlir, start.json.d, which ireereduce did not write" in caplog.text
-    state.create(FP, start_with(ORACLES["script"]))  # still the run's: it records there again
-    assert state.load(FP) is not None
+    # Still the run's (the marker stays), but a run's name taken by a directory is not used:
+    # the next run is refused in one line naming it, and records nothing there (audit 14).
+    assert "(its start-x.mlir is a directory)" in (state.refusal() or "")
+    assert state.load(FP) is None
+    with pytest.raises(OSError):
+        state.create(FP, start_with(ORACLES["script"]))
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [MARKER, "notes.txt", "start-x.mlir", "start.json.d"]
 
 
 def test_a_start_that_cannot_be_recorded_means_starting_over(tmp_path: Path, caplog):
@@ -280,3 +285,18 @@ def test_a_fifo_in_the_state_is_refused_never_waited_on(tmp_path, call: str):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() in ("refused not a regular file", "refused No such device or address"), out
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_fifo_or_link_put_under_a_runs_name_during_the_run_is_left_at_its_end(tmp_path: Path, caplog):
+    """The run's end removes its own files by name, but only regular files: a FIFO or a
+    link someone put there under run.json or verdicts.jsonl is theirs, and stays, told."""
+    state = RunState(str(tmp_path / "s"))
+    state.create(FP, start_with(ORACLES["script"]))
+    (tmp_path / "s" / "run.json").unlink()
+    os.mkfifo(tmp_path / "s" / "run.json")
+    (tmp_path / "s" / "verdicts.jsonl").symlink_to(tmp_path / "diary.txt")
+    with caplog.at_level(logging.WARNING):
+        state.remove()
+    left = sorted(p.name for p in (tmp_path / "s").iterdir())
+    assert left == [MARKER, "run.json", "verdicts.jsonl"]
+    assert "it holds run.json, verdicts.jsonl, which ireereduce did not write" in caplog.text

@@ -320,10 +320,15 @@ class RunState:
             return None, f"its {MARKER} file is not one ireereduce writes"
         if self.owner is not None and output != self.owner:
             return None, f"it was made by a run for another output, {output!r}"
-        odd = self._not_files()
-        if odd:  # a FIFO there blocked the read that resumes; a directory broke the write
-            return None, odd
         return lines[1], ""
+
+    def _usable(self) -> tuple[str | None, str]:
+        """_marker, and none of the run's names taken by something else than a regular file:
+        a FIFO there blocked the read that resumes, a directory broke the write. Such a
+        directory is still the run's to clear (its own files), not to use."""
+        how, why = self._marker()
+        odd = self._not_files() if how is not None else ""
+        return (None, odd) if odd else (how, why)
 
     def _not_files(self) -> str:
         """The first entry named as a run's file that is not a regular file (a FIFO, a
@@ -355,7 +360,7 @@ class RunState:
             entries = os.listdir(path)
         except OSError as exc:
             return f"cannot read the state directory {path}: {exc.strerror} (--state-dir elsewhere, or --no-state)"
-        how, why = self._marker()
+        how, why = self._usable()
         if not entries or how is not None:
             return None
         return (
@@ -364,8 +369,8 @@ class RunState:
         )
 
     def exists(self) -> bool:
-        """Whether the directory is a run's own: what is recorded there may be continued or removed."""
-        return self._mark() is not None
+        """Whether the directory is a run's own and usable: what is recorded there may be continued."""
+        return self._usable()[0] is not None
 
     def load(self, fp: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
         """The recorded fingerprint and start, or None when there is no complete record.
@@ -416,7 +421,7 @@ class RunState:
         if not os.path.lexists(self.path):
             os.mkdir(self.path, 0o700)  # the run's alone: no one else puts a start in it
             self._write_marker(MADE)
-        elif self._mark() is None:
+        elif self._usable()[0] is None:
             if os.listdir(self.path):
                 raise NotOurs(self.path)
             self._write_marker(GIVEN)
@@ -464,8 +469,8 @@ class RunState:
         except OSError:
             return
         for name in sorted(names, key=lambda n: n != _RUN):
-            if _named_ours(name):
-                with contextlib.suppress(OSError):  # a directory of that name is not ours
+            if self._ours(name):  # a FIFO, link or directory of that name is not ours
+                with contextlib.suppress(OSError):
                     os.unlink(self._file(name))
 
     def others(self) -> list[str] | None:
