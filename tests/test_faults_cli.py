@@ -329,6 +329,44 @@ def test_an_iree_tool_of_the_users_on_path_is_the_one_that_runs(case: Path):
             os.environ["PATH"] = old
 
 
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ("pat.txt,other/check.sh", "--check-files 'other/check.sh' has the name of the check script"),
+        ("pat.txt,other/pat.txt", "--check-files 'other/pat.txt' has the name of 'pat.txt'"),
+    ],
+    ids=["the-check", "each-other"],
+)
+def test_check_files_of_one_name_are_refused_not_overwritten(case: Path, given: str, said: str):
+    """Audit 15 (D2): files reach Dask workers by bare name beside the check: one named
+    check.sh replaced the user's check (exit 0 with a module the check rejects)."""
+    (case / "other").mkdir()
+    for f in ("pat.txt", "other/pat.txt"):
+        (case / f).write_text("math.exp\n")
+    make_script(case / "other" / "check.sh", "exit 0")
+    ran = case / "ran"
+    make_script(case / "check.sh", f"touch {ran}; exit 0")
+    proc = cli(case, "input.mlir", "--check", "check.sh", "--executor", "dask", "--check-files", given)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    assert said in error_line(proc.stderr)
+    assert not ran.exists()
+    assert_clean(case)
+
+
+def test_a_tool_found_through_a_relative_or_shim_path_entry_is_the_one_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Audit 15 (D1, D4): PATH=bin:... gave checks (run in a temp dir) a relative path
+    that did not exist there; a pyenv-like shim of the user's was swapped for the wheel."""
+    from reducer.iree.oracles.command import resolve_tool
+
+    (tmp_path / "bin").mkdir()
+    make_script(tmp_path / "bin" / "iree-compile", 'exec "$HOME/.pyenv/libexec/pyenv" exec iree-compile "$@"')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"bin{os.pathsep}{os.environ['PATH']}")
+    assert resolve_tool("iree-compile") == str(tmp_path / "bin" / "iree-compile")
+
+
 def test_a_check_script_that_is_a_directory_is_refused(case: Path):
     """The check script and the commands' programs share one reason (scripts.unrunnable)."""
     (case / "adir").mkdir()

@@ -4,6 +4,7 @@ signature, user-given inputs, and localising the first dispatch that goes wrong.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import re
 import subprocess
@@ -136,6 +137,7 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
     (tmp_path / "badzip.npy").write_bytes(b"PK\x03\x04garbage")
     np.save(tmp_path / "objects.npy", np.array([{}], dtype=object), allow_pickle=True)
     np.save(tmp_path / "whole.npy", np.arange(4, dtype=np.float32))
+    os.mkfifo(tmp_path / "fifo.npy")
     (tmp_path / "cut.npy").write_bytes((tmp_path / "whole.npy").read_bytes()[:40])
     for entry, code, said in [
         ("i64=99999999999999999999", EXIT_USAGE, "'i64=99999999999999999999': a value out of the 64-bit range"),
@@ -150,6 +152,8 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
         (str(tmp_path / "badzip.npy"), EXIT_BAD_INPUT, "badzip.npy' as a .npy file: File is not a zip file"),
         (str(tmp_path / "objects.npy"), EXIT_BAD_INPUT, "objects.npy' holds Python objects, not numbers"),
         (str(tmp_path / "cut.npy"), EXIT_BAD_INPUT, "cut.npy' as a .npy file: EOF: reading array header"),
+        # Audit 15 (D3): a FIFO was opened and waited on for ever, past --max-time
+        (str(tmp_path / "fifo.npy"), EXIT_BAD_INPUT, "fifo.npy' is not a regular file (a FIFO or a device)"),
     ]:
         with pytest.raises(UserError) as err:
             make_oracle(demote_settings(tmp_path, inputs=[entry]), "model.mlir", 10.0)

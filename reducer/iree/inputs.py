@@ -250,6 +250,8 @@ def _npy(path: str, name: str) -> np.ndarray:
     """A .npy file's array, never unpickled; what is not one is said so (np.load would
     call a text file "pickled (object) data")."""
     try:
+        if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+            raise Unreadable(f"{name!r} is not a regular file (a FIFO or a device); give a .npy file")
         with open(path, "rb") as f:
             magic = f.read(len(_NPY_MAGIC))
         if magic != _NPY_MAGIC and not magic.startswith(_ZIP_MAGICS):  # np.load would say "pickled data"

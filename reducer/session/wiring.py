@@ -458,10 +458,20 @@ def _shippable(path: str) -> str | None:
 
 
 def _dask(settings: Settings, oracle: Oracle | None) -> Executor:
+    # Shipped by bare name beside the check script: two of one name would overwrite each other.
+    names = {os.path.basename(script_and_args(settings.check)[0]): "the check script"} if settings.check else {}
     for path in settings.check_files:
         why = _shippable(path)
         if why is not None:
             raise UserError(EXIT_BAD_CHECK, why)
+        name = os.path.basename(path)
+        if name in names:
+            raise UserError(
+                EXIT_USAGE,
+                f"--check-files {quoted(path)} has the name of {names[name]}; files reach the workers by name, "
+                "beside the check: rename one",
+            )
+        names[name] = quoted(path)
     try:
         from reducer.core.dask_executor import DaskExecutor, ExecutorUnavailable
     except ImportError:

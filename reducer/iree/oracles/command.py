@@ -17,7 +17,7 @@ from reducer.core import codec
 
 #: IREE tools a bare name may resolve to the installed wheels' binaries: skips pip's and
 #: pyenv's wrapper scripts, which cost a Python start and turn a crash's signal into an
-#: exit code. Only this environment's own wrappers: a tool of the user's on PATH is theirs.
+#: exit code. Only this environment's own pip script: a tool of the user's on PATH is theirs.
 _IREE_TOOLS = ("iree-compile", "iree-opt", "iree-run-module", "iree-dump-module")
 
 
@@ -35,6 +35,8 @@ def resolve_tool(name: str) -> str:
     if os.sep in name or name not in _IREE_TOOLS:
         return name
     found = shutil.which(name)
+    if found is not None:  # checks run in a temp dir: PATH's relative entries are the run's cwd's
+        found = os.path.abspath(found)
     if found is not None and not _our_wrapper(found, name):
         return found
     try:
@@ -53,17 +55,10 @@ def resolve_tool(name: str) -> str:
 
 
 def _our_wrapper(found: str, name: str) -> bool:
-    """found is pip's console script for name in this environment, or a pyenv shim while
-    this environment has one (the shim leads there)."""
+    """found is pip's console script for name in this environment (nothing else: a shim
+    or another environment's script may lead to any build)."""
     mine = os.path.join(sysconfig.get_path("scripts"), name)
-    if os.path.realpath(found) == os.path.realpath(mine):
-        return True
-    try:
-        with open(found, "rb") as f:
-            head = f.read(512)
-    except OSError:
-        return False
-    return head.startswith(b"#!") and b"pyenv" in head and os.path.exists(mine)
+    return os.path.realpath(found) == os.path.realpath(mine) and not os.path.islink(mine)
 
 
 @codec.record()
