@@ -269,7 +269,7 @@ def test_a_journal_reads_only_verdicts_it_wrote_and_never_through_a_link(tmp_pat
 
 @pytest.mark.parametrize(
     "call",
-    ["VerdictJournal(path)", "state._read(path)"],
+    ["VerdictJournal(path)", "read_regular(path)"],
     ids=["journal", "start"],
 )
 def test_a_fifo_in_the_state_is_refused_never_waited_on(tmp_path, call: str):
@@ -278,7 +278,7 @@ def test_a_fifo_in_the_state_is_refused_never_waited_on(tmp_path, call: str):
     fifo = tmp_path / "file"
     os.mkfifo(fifo)
     code = (
-        "import sys\nfrom reducer.core import state\nfrom reducer.core.cache import VerdictJournal\n"
+        "import sys\nfrom reducer.core.cache import VerdictJournal, read_regular\n"
         f"path = {str(fifo)!r}\n"
         f"try:\n    {call}\nexcept OSError as exc:\n    print('refused', exc.strerror)\n"
     )

@@ -40,6 +40,15 @@ class VerdictCache:
         self._verdicts[k] = interesting
 
 
+def read_regular(path: str) -> bytes:
+    """A file of a state directory, never through a link and never waiting on a FIFO:
+    anything but a regular file (put there after the directory was checked) is an OSError."""
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return f.read()
+
+
 class VerdictJournal:
     """The verdicts of one run, appended to a file as they arrive, so a run killed with
     SIGKILL can be continued: the engine is deterministic, so replaying the recorded
@@ -58,10 +67,7 @@ class VerdictJournal:
         good = 0
         if os.path.lexists(path):
             # never through a link planted in the state directory: that file is not ours
-            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
-                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # a FIFO would be read forever
-                    raise OSError(errno.EINVAL, "not a regular file", path)
-                data = f.read()
+            data = read_regular(path)
             for line in data.splitlines(keepends=True):
                 try:
                     if not line.endswith(b"\n"):

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reducer.core import codec
-from reducer.core.cache import VerdictJournal
+from reducer.core.cache import VerdictJournal, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -232,26 +232,15 @@ def _named_ours(name: str) -> bool:
     return name in _NAMES or bool(_PROGRAM.fullmatch(name))
 
 
-def _read(path: str) -> bytes:
-    """A file of the state, never through a link and never waiting on a FIFO: anything but
-    a regular file put there since the directory was checked is an OSError."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
-        return f.read()
-
-
-def _kind(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return kind
-    return "a device"
+#: What a path is, by its mode's type, when it is not a regular file (lstat: a link too).
+KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFLNK: "a symbolic link",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 class NotOurs(OSError):
@@ -338,11 +327,9 @@ class RunState:
         except OSError:
             return ""
         for name in names:
-            if _named_ours(name):
+            if _named_ours(name) and not self._ours(name):
                 with contextlib.suppress(OSError):
-                    mode = os.lstat(self._file(name)).st_mode
-                    if not stat.S_ISREG(mode):
-                        return f"its {name} is {_kind(mode)}"
+                    return f"its {name} is {KINDS.get(stat.S_IFMT(os.lstat(self._file(name)).st_mode), 'not a file')}"
         return ""
 
     def refusal(self) -> str | None:
@@ -379,7 +366,7 @@ class RunState:
         if not self.exists():
             return None
         try:
-            run = json.loads(_read(self._file(_RUN)))
+            run = json.loads(read_regular(self._file(_RUN)))
         except FileNotFoundError:
             return None  # killed before its start was recorded
         except (OSError, ValueError, RecursionError) as exc:
@@ -390,7 +377,7 @@ class RunState:
         if recorded != fp:
             return recorded, None
         try:
-            start = codec.decode(json.loads(_read(self._file(_START))), self._read_program)
+            start = codec.decode(json.loads(read_regular(self._file(_START))), self._read_program)
         except (OSError, ValueError, RecursionError) as exc:  # codec.CodecError is a ValueError
             return self._unusable(f"its start cannot be read: {exc}")
         return recorded, start
@@ -404,7 +391,7 @@ class RunState:
         file = f"start-{name}.mlir"
         if not _PROGRAM.fullmatch(file):
             raise codec.CodecError(f"not a program's name: {name!r}")
-        return _read(self._file(file)).decode()
+        return read_regular(self._file(file)).decode()
 
     def _write_program(self, name: str, text: str) -> None:
         file = f"start-{name}.mlir"

@@ -17,7 +17,7 @@ from typing import BinaryIO, TextIO
 import attrs
 
 from reducer.core.oracle import whole, write_data
-from reducer.core.state import RunState, foreign_lock
+from reducer.core.state import KINDS, RunState, foreign_lock
 from reducer.session.scripts import script_and_args, shipped_files
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
@@ -54,13 +54,6 @@ def _umask() -> int:
 #: A name for a descriptor: /dev/stdout leads to /proc/self/fd/1.
 _DESCRIPTOR = re.compile(r"^/(?:dev/fd|proc/(self|thread-self|\d+)/fd)/(\d+)$")
 _STANDARD = {0: "standard input", 1: "standard output", 2: "standard error"}
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-}
 
 
 @attrs.frozen
@@ -96,7 +89,7 @@ def resolve(path: str) -> Target:
         mode = os.stat(real).st_mode
     except OSError:
         return Target(real)
-    return Target(real, _KINDS.get(stat.S_IFMT(mode)))
+    return Target(real, KINDS.get(stat.S_IFMT(mode)))
 
 
 def write_atomically(path: str, data: bytes) -> None:
