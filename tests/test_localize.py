@@ -138,6 +138,11 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
     np.save(tmp_path / "objects.npy", np.array([{}], dtype=object), allow_pickle=True)
     np.save(tmp_path / "whole.npy", np.arange(4, dtype=np.float32))
     os.mkfifo(tmp_path / "fifo.npy")
+    np.save(tmp_path / "strings.npy", np.full((2, 3), "ab"))
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(1, np.float32)) | {"shape": (1 << 40,)}
+    with open(tmp_path / "huge.npy", "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(bytes(16))
     (tmp_path / "cut.npy").write_bytes((tmp_path / "whole.npy").read_bytes()[:40])
     for entry, code, said in [
         ("i64=99999999999999999999", EXIT_USAGE, "'i64=99999999999999999999': a value out of the 64-bit range"),
@@ -148,12 +153,16 @@ def test_inputs_unreadable_are_a_bad_input_and_written_wrong_a_usage_error(tmp_p
         # Audit 13 (M22): numpy said "This file contains pickled (object) data" of a text file
         (str(tmp_path / "text.npy"), EXIT_BAD_INPUT, "text.npy' is not a .npy file: it does not start with"),
         # The review: a damaged archive was an internal error (BadZipFile), an object array
-        # still got numpy's allow_pickle wording, and a cut header an EOFError
+        # still got numpy's allow_pickle wording; a header cut short is said as numpy reads it
         (str(tmp_path / "badzip.npy"), EXIT_BAD_INPUT, "badzip.npy' as a .npy file: File is not a zip file"),
         (str(tmp_path / "objects.npy"), EXIT_BAD_INPUT, "objects.npy' holds Python objects, not numbers"),
         (str(tmp_path / "cut.npy"), EXIT_BAD_INPUT, "cut.npy' as a .npy file: EOF: reading array header"),
         # Audit 15 (D3): a FIFO was opened and waited on for ever, past --max-time
         (str(tmp_path / "fifo.npy"), EXIT_BAD_INPUT, "fifo.npy' is not a regular file (a FIFO or a device)"),
+        # The second review: strings were "could not convert string to float", a header claiming
+        # 2^40 elements a MemoryError (both exit 1)
+        (str(tmp_path / "strings.npy"), EXIT_BAD_INPUT, "strings.npy' holds <U2 values, not numbers"),
+        (str(tmp_path / "huge.npy"), EXIT_BAD_INPUT, "huge.npy' is cut short: its header says (1099511627776,)"),
     ]:
         with pytest.raises(UserError) as err:
             make_oracle(demote_settings(tmp_path, inputs=[entry]), "model.mlir", 10.0)

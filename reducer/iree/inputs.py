@@ -247,30 +247,53 @@ MAX_ELEMENTS = 1 << 28
 
 
 def _npy(path: str, name: str) -> np.ndarray:
-    """A .npy file's array, never unpickled; what is not one is said so (np.load would
-    call a text file "pickled (object) data")."""
+    """A .npy file's array of numbers, never unpickled. Its header is read first, so what is
+    not one, holds no numbers, or claims more than the file has is said so, not left to
+    np.load (a text file was "pickled (object) data", a header of 2^40 elements a
+    MemoryError)."""
+    if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+        raise Unreadable(f"{name!r} is not a regular file (a FIFO or a device); give a .npy file")
     try:
-        if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
-            raise Unreadable(f"{name!r} is not a regular file (a FIFO or a device); give a .npy file")
         with open(path, "rb") as f:
             magic = f.read(len(_NPY_MAGIC))
-        if magic != _NPY_MAGIC and not magic.startswith(_ZIP_MAGICS):  # np.load would say "pickled data"
-            raise Unreadable(f"{name!r} is not a .npy file: it does not start with \\x93NUMPY, as np.save writes one")
-        loaded = np.load(path, allow_pickle=False)
+            if magic.startswith(_ZIP_MAGICS):
+                _refuse_archive(path, name)
+            if magic != _NPY_MAGIC:
+                raise Unreadable(
+                    f"{name!r} is not a .npy file: it does not start with \\x93NUMPY, as np.save writes one"
+                )
+            f.seek(0)
+            version = np.lib.format.read_magic(f)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(f)
+            held = os.fstat(f.fileno()).st_size - f.tell()
     except OSError as exc:
         raise Unreadable(f"cannot read {name!r} as a .npy file: {exc.strerror}") from None
     except Unreadable:
         raise
-    except ValueError as exc:
-        if "Object arrays" in str(exc):  # numpy's words point at allow_pickle: nothing is ever unpickled
-            raise Unreadable(f"{name!r} holds Python objects, not numbers; give an array of numbers") from None
+    except ValueError as exc:  # a header cut short or not numpy's
         raise Unreadable(f"cannot read {name!r} as a .npy file: {exc}") from None
-    except (EOFError, zipfile.BadZipFile) as exc:  # cut short, or a damaged archive
-        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc or 'it ends too soon'}") from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):  # np.asarray would make an array of its keys
-        loaded.close()
-        raise Unreadable(f"{name!r} is a .npz archive: give each array as a .npy file")
-    return np.asarray(loaded)
+    if dtype.kind not in "biufc":  # objects would need unpickling; strings are no tensor
+        what = "Python objects" if dtype.hasobject else f"{dtype} values"
+        raise Unreadable(f"{name!r} holds {what}, not numbers; give an array of numbers")
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if need > held:
+        raise Unreadable(f"{name!r} is cut short: its header says {shape} of {dtype} ({need} bytes), it holds {held}")
+    try:
+        return np.asarray(np.load(path, allow_pickle=False))
+    except (OSError, ValueError) as exc:
+        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc}") from None
+
+
+def _refuse_archive(path: str, name: str) -> None:
+    """A zip is an .npz archive (np.asarray of one is an array of its keys), or a damaged one."""
+    try:
+        np.load(path, allow_pickle=False).close()
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc}") from None
+    raise Unreadable(f"{name!r} is a .npz archive: give each array as a .npy file")
 
 
 def _numbers(numbers: list[float] | list[int]) -> np.ndarray:
