@@ -294,9 +294,6 @@ def test_an_iree_tool_of_the_users_on_path_is_the_one_that_runs(case: Path):
     before PATH was looked at, so a bug in the user's own compiler build was judged on
     another compiler (a false exit 5). PATH's tool runs; this environment's own wrapper
     for the wheel's binary still gives way to the binary."""
-    import sysconfig
-
-    from reducer.iree.oracles.command import resolve_tool
 
     calls = case / "calls.log"
     (case / "bin").mkdir()
@@ -318,15 +315,30 @@ def test_an_iree_tool_of_the_users_on_path_is_the_one_that_runs(case: Path):
     assert "math.exp" in (case / "input.reduced.mlir").read_text()
     assert calls.read_text().count("called") >= 2  # the original's check, and the candidates'
     assert_clean(case)
-    ours = os.path.join(sysconfig.get_path("scripts"), "iree-compile")
-    if os.path.exists(ours):  # pip's console script in this environment: the wheel's binary runs
-        old = os.environ["PATH"]
-        try:
-            os.environ["PATH"] = f"{os.path.dirname(ours)}{os.pathsep}{old}"
-            assert resolve_tool("iree-compile") != ours
-            assert os.path.basename(resolve_tool("iree-compile")) == "iree-compile"
-        finally:
-            os.environ["PATH"] = old
+
+
+def test_only_this_environments_own_pip_script_gives_way_to_the_wheels_binary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """pip's console script for iree-compile in this environment's scripts directory is the
+    wheel's binary behind a Python start: the binary runs. A link put there to a build of
+    the user's is theirs, and runs as found (the review)."""
+    import sysconfig
+
+    from iree.compiler.tools.binaries import find_tool
+
+    from reducer.iree.oracles.command import resolve_tool
+
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    monkeypatch.setattr(sysconfig, "get_path", lambda *a, **k: str(scripts))
+    monkeypatch.setenv("PATH", f"{scripts}{os.pathsep}{os.environ['PATH']}")
+    make_script(scripts / "iree-compile", "exec python -c 'from iree.compiler.tools.scripts import main'")
+    assert resolve_tool("iree-compile") == str(find_tool("iree-compile"))
+    (scripts / "iree-compile").unlink()
+    make_script(tmp_path / "build-iree-compile", "exit 1")
+    (scripts / "iree-compile").symlink_to(tmp_path / "build-iree-compile")
+    assert resolve_tool("iree-compile") == str(scripts / "iree-compile")
 
 
 @pytest.mark.parametrize(
