@@ -8,6 +8,7 @@ import os
 import signal
 import stat
 import sys
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -517,25 +518,26 @@ def _ensure_stderr() -> None:
 _MAIN_PID = os.getpid()
 
 
-_stopping = False
-
-
-def _raise_interrupt(signum: int, _frame: object) -> None:
+def _raise_interrupt(signum: int, frame: types.FrameType | None) -> None:
     """The first stop of the run raises KeyboardInterrupt; a later one, while the first
     ends the run, is not raised again: raised anywhere (in a garbage collector callback,
-    say) it printed a traceback. Only a stop that Python swallowed is raised again."""
-    global _stopping
+    say) it printed a traceback. Only a stop that Python swallowed is raised again. One
+    that lands in a function the MLIR bindings call (`NATIVE_CALLBACKS`) comes a moment
+    later: raised there, the bindings printed it and went on."""
     if os.getpid() != _MAIN_PID:  # a worker forked before it installed its own handler
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
         os._exit(1)
-    if _stopping and not processes.take_swallowed():
+    if processes.stop_raised() and not processes.take_swallowed():
         return
-    _stopping = True
+    processes.note_stop()
+    if frame is not None and frame.f_code in processes.NATIVE_CALLBACKS:
+        processes.stop_later()
+        return
     raise KeyboardInterrupt
 
 
-def _hang_up(signum: int, frame: object) -> None:
+def _hang_up(signum: int, frame: types.FrameType | None) -> None:
     """SIGHUP (a closed terminal or ssh session) stops the run as SIGTERM does. Writes to a
     terminal that hung up (a character device, no longer a tty) fail: they go to /dev/null."""
     for fd in (1, 2) if os.getpid() == _MAIN_PID else ():
@@ -550,8 +552,7 @@ def _stop_on_signals() -> None:
     """SIGINT, SIGTERM and SIGHUP stop the run cleanly (summary, exit 130), whoever sends them.
     Python keeps SIGINT ignored when its parent ignored it, as a shell does for a
     background job; a bot stopping a reduction would then have to SIGKILL it."""
-    global _stopping
-    _stopping = False  # a new run (the API's callers may run several in one process)
+    processes.note_stop(False)  # a new run (the API's callers may run several in one process)
     signal.signal(signal.SIGINT, _raise_interrupt)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     signal.signal(signal.SIGHUP, _hang_up)

@@ -139,6 +139,16 @@ def test_the_python_api_reduces_text_and_reports_events(case: Path):
     assert kinds[0] == "start" and "improve" in kinds and kinds[-1] == "reduced"
 
 
+def test_a_stop_an_earlier_run_raised_does_not_stop_the_next(case: Path, monkeypatch: pytest.MonkeyPatch):
+    """A caller that runs several reductions in one process: the stop that ended one (as
+    the CLI's handler notes it) is that run's, not the next one's."""
+    from reducer.core import processes
+
+    monkeypatch.setattr(processes, "_stop_raised", True)
+    done = reducer.reduce(SMALL, check=case / "check.sh", jobs=1)
+    assert done.status == "reduced" and "negf" not in done.text
+
+
 def test_a_warm_up_runs_once_while_the_original_is_checked(case: Path):
     """`Monitor.on_idle` is the caller's slot for work the end of the run needs (the CLI
     imports rich there): once, while the run only waits for the original's checks."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from reducer.core.processes import stops_held
+from reducer.core.processes import NATIVE_CALLBACKS, stops_held
 
 if TYPE_CHECKING:  # pragma: no cover
     from iree.compiler import ir
@@ -65,8 +65,16 @@ def new_context() -> ir.Context:
     # the GIL the parsing thread holds: the run hung in ir.Module.parse on lowered IR.
     ctx.enable_multithreading(False)
     # Diagnostics still reach MLIRError exceptions; this only keeps them off stderr.
-    ctx.attach_diagnostic_handler(lambda _diag: True)
+    ctx.attach_diagnostic_handler(_taken)
     return ctx
+
+
+def _taken(_diagnostic: ir.Diagnostic) -> bool:
+    """The context's diagnostic handler: every diagnostic is taken, none printed."""
+    return True
+
+
+NATIVE_CALLBACKS.add(_taken.__code__)
 
 
 def first_line(message: str) -> str:

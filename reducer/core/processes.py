@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from types import CodeType
 from typing import Any
 
 
@@ -86,6 +87,48 @@ INTERRUPT_AGAIN = 0.05
 _swallowed = False
 
 
+#: This run's stop raised its KeyboardInterrupt (the CLI's handlers note it; a new run clears it).
+_stop_raised = False
+
+
+def note_stop(raised: bool = True) -> None:
+    """The stop signal handler raised this run's KeyboardInterrupt (or a new run starts)."""
+    global _stop_raised
+    _stop_raised = raised
+
+
+def stop_raised() -> bool:
+    """Whether this run's stop raised its KeyboardInterrupt already."""
+    return _stop_raised
+
+
+#: Our functions that the MLIR bindings call from C++ and that must not raise: a
+#: KeyboardInterrupt raised in a diagnostic handler is printed as a traceback and lost.
+#: A stop that lands in one is raised a moment later (`stop_later`).
+NATIVE_CALLBACKS: set[CodeType] = set()
+
+
+def stop_later() -> None:
+    """Raise the stop again in the main thread a moment later, from another thread: here,
+    the handler would run at once, inside the code that loses what it raises."""
+    global _swallowed
+    _swallowed = True
+    again = threading.Timer(INTERRUPT_AGAIN, _thread.interrupt_main)
+    again.daemon = True
+    again.start()
+
+
+def raise_if_stopped(cause: BaseException | None = None) -> None:
+    """Raise the run's stop again where the MLIR bindings lost it. A KeyboardInterrupt
+    raised in our Python code that the bindings call comes out of a walk as RuntimeError
+    ("Exception raised in callback"), and out of a diagnostic handler not at all: a
+    `except Exception` around the bindings took it as a faulty strategy, and a stopped run
+    ended 0. Called there, and before each candidate is built."""
+    if _stop_raised:
+        take_swallowed()  # raised here: `stop_later`'s timer must not raise it once more
+        raise KeyboardInterrupt from cause
+
+
 def take_swallowed() -> bool:
     """Whether a stop's KeyboardInterrupt was swallowed since the last call."""
     global _swallowed
@@ -104,13 +147,7 @@ def interrupts_kept() -> Iterator[None]:
 
     def hook(unraisable: Any) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            # From another thread, a moment later: here, still inside the code that
-            # swallows, the handler would run at once, and raise where it is swallowed.
-            global _swallowed
-            _swallowed = True
-            again = threading.Timer(INTERRUPT_AGAIN, _thread.interrupt_main)
-            again.daemon = True
-            again.start()
+            stop_later()
         else:
             previous(unraisable)
 

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from reducer.core import ir as irutil
+from reducer.core.processes import raise_if_stopped
 from reducer.core.resources import REFERENCE, unrenamed, written
 from reducer.core.strategy import Edit, MLIRProgram, Program, Strategy
 
@@ -107,6 +108,7 @@ class Workspace(abc.ABC):
 
     def materialize(self, strategy: Strategy, edits: Sequence[Edit], grow: bool = False) -> Candidate | Rejected:
         """`grow` admits a candidate that is not smaller (a move), as long as it differs."""
+        raise_if_stopped()  # one the bindings dropped while building the last candidate
         try:
             with self.scope():
                 result = strategy.apply(self.program, edits)
@@ -116,6 +118,7 @@ class Workspace(abc.ABC):
         except (irutil.ParseError, irutil.VerifyError) as exc:
             return Rejected("unparsable" if isinstance(exc, irutil.ParseError) else "invalid", str(exc))
         except Exception as exc:  # a faulty strategy costs its candidate, never the run
+            raise_if_stopped(exc)
             log.warning("strategy %s failed on %d edits: %s: %s", strategy.name, len(edits), type(exc).__name__, exc)
             return Rejected("strategy-error", str(exc))
         if isinstance(text_or, Rejected):

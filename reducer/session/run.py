@@ -24,7 +24,7 @@ from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict
-from reducer.core.processes import interrupts_kept
+from reducer.core.processes import interrupts_kept, note_stop
 from reducer.core.resources import Blobs
 from reducer.core.rundirs import RUN_DIR_ENV, remove_stale_runs, run_scope, tmpdir_unused
 from reducer.core.state import Busy, OutputLock
@@ -105,6 +105,7 @@ def reduce_file(
 ) -> Result:
     """Reduce settings.input; the output holds the smallest interesting program found."""
     began = time.monotonic()
+    note_stop(False)  # a stop raised earlier in this process (one run of several) was this one's
     remove_stale_runs()  # first: a run refused below still removes what a kill -9 left
     settings = attrs.evolve(settings, jobs=settings.workers())
     _check_settings(settings)
