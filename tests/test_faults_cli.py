@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 import test_faults
-from conftest import make_script
+from conftest import make_script, needs_iree
+from programs import COMPILE, mlp
 from test_faults import SMALL, _killed_run, _open_files, _tree, assert_clean, cli, env, error_line
 
 from reducer import session
@@ -54,6 +55,39 @@ def test_a_start_naming_another_check_is_refused_and_never_run(case: Path, field
     fresh = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--fresh")
     assert fresh.returncode == 0, fresh.stderr
     assert not (case / "PWNED").exists() and not state.exists()
+    assert_clean(case)
+
+
+@needs_iree
+def test_a_rebuilt_compiler_does_not_continue_the_old_ones_run(case: Path):
+    """The review: the resume stamp held the --compile command's words, not the program
+    they run. After a rebuild of the compiler under test (here: its wrapper on PATH
+    changed), the same command continued with the old build's verdicts."""
+    real = shutil.which("iree-compile")
+    assert real is not None
+    (case / "bin").mkdir()
+    tool = make_script(case / "bin" / "iree-compile", f'exec {real} "$@"')
+    (case / "input.mlir").write_text(mlp(layers=6, bad_layer=4))
+    path = dict(env(case), PATH=f"{case / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    argv = [sys.executable, "-m", "reducer.cli", "input.mlir", "--compile", COMPILE + " {input} -o /dev/null"]
+    argv += ["-j", "2", "--max-checks", "3"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*argv, *extra], cwd=case, env=path, capture_output=True, text=True, timeout=300)
+
+    first = run()
+    assert first.returncode == session.EXIT_STOPPED and "--max-checks 3 reached" in first.stderr, first.stderr
+    state = case / "input.reduced.mlir.resume"
+    assert (state / "run.json").is_file()
+    same = run()  # the same build: continued
+    assert same.returncode == session.EXIT_STOPPED and "holds an interrupted run" not in same.stderr, same.stderr
+    tool.write_text(tool.read_text() + "# rebuilt\n")
+    again = run()
+    assert again.returncode == session.EXIT_STATE_MISMATCH, again.stderr
+    line = error_line(again.stderr)
+    assert f"the program of --compile, {tool}, changed" in line and "--fresh" in line, line
+    assert (state / "run.json").is_file()
+    assert run("--fresh").returncode == session.EXIT_STOPPED
     assert_clean(case)
 
 

@@ -176,10 +176,15 @@ def stamp(path: str) -> list[Any]:
     return [real, st.st_size, st.st_mtime_ns]
 
 
+#: How a program a run's oracle runs (its compiler) is named among the data files.
+PROGRAM = "the program of "
+
+
 def fingerprint(settings: Any, input_bytes: bytes, data_files: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """What must be equal for a recorded run to be continued: the settings that decide
     the result, the input's bytes, the check script's bytes, and the data files the run
-    reads (`data_files`: (what names it, path) pairs, such as --parameters' archives),
+    reads (`data_files`: (what names it, path) pairs, such as --parameters' archives and
+    the programs the oracle runs, named `PROGRAM` + the option),
     each by its `stamp`: a verdict of the old archive's values is not this one's."""
     import attrs
 
@@ -204,7 +209,10 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> str:
     if old.get("files") != new.get("files"):
         a, b = old.get("files") or [], new.get("files") or []
         changed = [f for f in b if f not in a] or [f for f in a if f not in b]
-        return f"the data file {changed[0][1]} changed" if changed else "the data files changed"
+        if not changed:
+            return "the data files changed"
+        name, path = changed[0][:2]
+        return f"{name}, {path}, changed" if name.startswith(PROGRAM) else f"the data file {path} changed"
     a, b = old.get("settings", {}), new.get("settings", {})
     names = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     return "other settings (" + ", ".join("--" + n.replace("_", "-") for n in names) + ")"

@@ -34,7 +34,7 @@ from reducer.session.settings import (
     Settings,
     UserError,
 )
-from reducer.session.wiring import make_oracle, outside, split_parameters
+from reducer.session.wiring import make_oracle, outside, programs, split_parameters
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def open_state(settings: Settings, data: bytes, output: str, basename: str = "in
     input's bytes, as the user has them (bytecode is recorded as its text, but a rerun
     must find the same file)."""
     state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output), output)
-    fp = fingerprint(settings, data, [split_parameters(spec) for spec in settings.parameters])
+    fp = fingerprint(settings, data, [split_parameters(spec) for spec in settings.parameters] + programs(settings))
     recorded = state.load(fp) if state is not None else None
     if state is not None and recorded is not None:
         if settings.fresh:

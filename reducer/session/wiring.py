@@ -23,6 +23,7 @@ from reducer.core.engine import Engine
 from reducer.core.executor import Executor, LocalExecutor, OpenFilesLimit
 from reducer.core.oracle import Oracle, ScriptOracle
 from reducer.core.processes import stops_held
+from reducer.core.state import PROGRAM
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
 from reducer.session.finish import FINAL_CONFIRM
@@ -232,6 +233,24 @@ def outside(settings: Settings) -> Callable[[str], int] | None:
     from reducer.iree.parameters import count
 
     return count
+
+
+def programs(settings: Settings) -> list[tuple[str, str]]:
+    """The programs the built-in oracles run, by option, as a resume stamps them: after a
+    rebuild of the compiler under test, the recorded verdicts are the old build's."""
+    from reducer.iree.oracles.command import resolve_tool
+
+    given = [("--compile", settings.compile), ("--against", settings.against)]
+    given += [("--run", settings.runner)] if settings.mismatch else []
+    found = []
+    for option, line in given:
+        with contextlib.suppress(ValueError):  # the oracle refuses it, in its own words
+            if argv := shlex.split(line or ""):
+                tool = resolve_tool(argv[0])
+                found.append((f"{PROGRAM}{option}", os.path.abspath(shutil.which(tool) or tool)))
+    if settings.pass_level or settings.pass_pipeline is not None:  # the replay's iree-opt
+        found.append((f"{PROGRAM}iree-opt", os.path.abspath(shutil.which(resolve_tool("iree-opt")) or "iree-opt")))
+    return found
 
 
 def split_parameters(spec: str) -> tuple[str, str]:
