@@ -16,7 +16,7 @@ from conftest import needs_iree
 from programs import COMPILE
 
 from reducer.iree import reproducer, signature
-from reducer.session import EXIT_NOT_REPLAYABLE, Settings, reduce_file
+from reducer.session import EXIT_NOT_REPLAYABLE, LimitReached, Settings, reduce_file
 
 pytestmark = [pytest.mark.e2e, needs_iree]
 
@@ -215,6 +215,32 @@ def test_pass_level_reduces_the_failing_pass_and_reports_both_commands(tmp_path:
     assert result.stats.final.ops is not None and result.stats.final.ops <= 25
     markdown = md.read_text()
     assert "iree-opt --run-reproducer" in markdown and level["input_level"] in markdown
+
+
+def test_pass_level_replays_with_the_iree_opt_beside_the_compiler_given_by_path(tmp_path: Path):
+    """The review: a compiler engineer's own build, given by path, wrote the reproducer,
+    and iree-opt as PATH found it (another build, or the wheel's) replayed it. The
+    build's own iree-opt replays it now."""
+    import shutil
+
+    from conftest import make_script
+
+    build = tmp_path / "build" / "tools"
+    build.mkdir(parents=True)
+    calls = tmp_path / "opt-calls"
+    make_script(build / "iree-compile", f'exec {shutil.which("iree-compile")} "$@"')
+    make_script(build / "iree-opt", f'echo >> {calls}; exec {shutil.which("iree-opt")} "$@"')
+    src = tmp_path / "model.mlir"
+    src.write_text(EXAMPLE.read_text())
+    out = tmp_path / "out.mlir"
+    command = CMD.replace("iree-compile", str(build / "iree-compile"), 1)
+    with pytest.raises(LimitReached) as stopped:  # the triage, and a few checks of the reduction
+        reduce_file(Settings(str(src), compile=command, pass_level=True, output=str(out), jobs=2, max_checks=4))
+    result = stopped.value.result
+    assert result.findings.pass_level is not None
+    assert result.oracle is not None and result.oracle.kind == "pass-replay"
+    assert result.oracle.reproducer("r.mlir").startswith(f"{build / 'iree-opt'} --pass-pipeline=")
+    assert calls.exists() and len(calls.read_text()) >= 2  # the triage's replay, and the reduction's
 
 
 @pytest.mark.parametrize(

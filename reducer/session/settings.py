@@ -210,6 +210,7 @@ class Settings:
     # input's `mlir_reproducer` resource when no check is given (reducer/iree/reproducer.py).
     pass_pipeline: str | None = None
     pass_level: bool = False  # --compile: reduce the local reproducer of the failing pass instead
+    replay_tool: str = "iree-opt"  # what replays pass_pipeline: --pass-level's compiler's own (command.beside)
 
     def output_bytecode(self, output: str) -> bool:
         """Whether the output is written as MLIR bytecode: asked for, or named so."""

@@ -129,8 +129,12 @@ def _one_flag_away(phase: str, findings: Findings) -> None:
 
 
 def replay_settings(settings: Settings, pipeline: str) -> Settings:
-    """The settings whose oracle replays pipeline (wiring's "replay" row)."""
-    return attrs.evolve(settings, check=None, compile=None, pass_level=False, pass_pipeline=pipeline)
+    """The settings whose oracle replays pipeline (wiring's "replay" row), with
+    --compile's own iree-opt when it has one."""
+    from reducer.session.wiring import replay_tool
+
+    tool = replay_tool(settings) if settings.compile is not None else settings.replay_tool
+    return attrs.evolve(settings, check=None, compile=None, pass_level=False, pass_pipeline=pipeline, replay_tool=tool)
 
 
 def replayed(settings: Settings, raw: str) -> Settings:

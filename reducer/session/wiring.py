@@ -249,8 +249,20 @@ def programs(settings: Settings) -> list[tuple[str, str]]:
                 tool = resolve_tool(argv[0])
                 found.append((f"{PROGRAM}{option}", os.path.abspath(shutil.which(tool) or tool)))
     if settings.pass_level or settings.pass_pipeline is not None:  # the replay's iree-opt
-        found.append((f"{PROGRAM}iree-opt", os.path.abspath(shutil.which(resolve_tool("iree-opt")) or "iree-opt")))
+        opt = replay_tool(settings) if settings.pass_level else settings.replay_tool
+        found.append((f"{PROGRAM}iree-opt", os.path.abspath(shutil.which(resolve_tool(opt)) or opt)))
     return found
+
+
+def replay_tool(settings: Settings) -> str:
+    """The iree-opt that replays --pass-level's reproducers: the one beside --compile's
+    program when that is given by path, else iree-opt as PATH finds it."""
+    from reducer.iree.oracles.command import beside
+
+    with contextlib.suppress(ValueError):
+        if argv := shlex.split(settings.compile or ""):
+            return beside(argv[0], "iree-opt")
+    return "iree-opt"
 
 
 def split_parameters(spec: str) -> tuple[str, str]:
@@ -335,6 +347,7 @@ def _replay(settings: Settings, basename: str, timeout: float) -> Oracle:
         settings.pass_pipeline or "",
         basename,
         timeout,
+        settings.replay_tool,
         expect_error=settings.expect_error,
         expect_crash=settings.expect_crash,
         allow_slippage=settings.allow_slippage,

@@ -54,6 +54,16 @@ def resolve_tool(name: str) -> str:
     return found or name
 
 
+def beside(program: str, name: str) -> str:
+    """The tool `name` of the build a program given by path belongs to (`iree-opt` beside
+    `~/iree-build/tools/iree-compile`): a reproducer is replayed by the compiler's own
+    build. A bare name, or none there: the bare name, found as `resolve_tool` finds it."""
+    if os.sep not in program:
+        return name
+    there = os.path.join(os.path.dirname(os.path.abspath(program)), name)
+    return there if os.path.isfile(there) and os.access(there, os.X_OK) else name
+
+
 def _our_wrapper(found: str, name: str) -> bool:
     """found is pip's console script for name in this environment (nothing else: a shim
     or another environment's script may lead to any build)."""

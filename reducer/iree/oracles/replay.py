@@ -38,8 +38,10 @@ class ReplayOracle(CompileOracle):
     kind: ClassVar[str] = "pass-replay"
 
     @classmethod
-    def of(cls, pipeline: str, basename: str, timeout: float | None, **options: object) -> ReplayOracle:
-        return cls(replay_command(pipeline), basename, timeout, **options)  # type: ignore[arg-type]
+    def of(
+        cls, pipeline: str, basename: str, timeout: float | None, tool: str = "iree-opt", **options: object
+    ) -> ReplayOracle:
+        return cls(replay_command(pipeline, tool), basename, timeout, **options)  # type: ignore[arg-type]
 
     def pipeline(self) -> str | None:
         """The pipeline the command replays now (flag reduction may have shortened it)."""
