@@ -436,6 +436,9 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
             if params["debug"]:
                 raise
             stack.close()
+            if processes.stop_raised():  # the stop, as the MLIR bindings turned it (RuntimeError)
+                click.echo(f"ireereduce: interrupted; {_where(output, before)}", err=True)
+                sys.exit(session.EXIT_INTERRUPTED)
             click.echo(
                 f"ireereduce: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)", err=True
             )
@@ -531,7 +534,7 @@ def _raise_interrupt(signum: int, frame: types.FrameType | None) -> None:
     if processes.stop_raised() and not processes.take_swallowed():
         return
     processes.note_stop()
-    if frame is not None and frame.f_code in processes.NATIVE_CALLBACKS:
+    if processes.in_native_callback(frame):
         processes.stop_later()
         return
     raise KeyboardInterrupt

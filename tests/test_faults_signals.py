@@ -251,32 +251,47 @@ _STOP_IN_THE_BINDINGS = """
 import os, signal, sys
 WHERE, STOP = sys.argv[1], int(sys.argv[2])
 from iree.compiler import ir
-from reducer.core import ir as irutil
-real, stopped = irutil.count_ops, []
+from reducer.core import engine, ir as irutil, workspace
+stopped = []
 def stop_here(*_args):  # the stop signal's handler runs in this callback, called from C++
     os.kill(os.getpid(), STOP)
     return ir.WalkResult.ADVANCE
-def count_ops(root, skip=frozenset()):
-    if not stopped and os.path.exists("input.reduced.mlir"):  # the run has a best-so-far
-        stopped.append(True)
-        if WHERE == "walk":
-            root.walk(stop_here)
-        else:
-            if WHERE == "our-diagnostic":  # as the context's own handler is
-                from reducer.core.processes import NATIVE_CALLBACKS
-                NATIVE_CALLBACKS.add(stop_here.__code__)
-            ctx = ir.Context()
-            ctx.attach_diagnostic_handler(stop_here)
-            ir.Location.unknown(ctx).emit_error("a diagnostic no collector takes")
-    return real(root, skip)
-irutil.count_ops = count_ops
+def stop_in_the_bindings(how):
+    stopped.append(how)
+    if how == "walk":  # a visitor of ours (not the run's): it comes out as RuntimeError
+        ir.Module.parse("module {}", ir.Context()).operation.walk(stop_here)
+    else:  # a diagnostic handler: the bindings print what it raises, and go on
+        if how == "our-diagnostic":  # as the context's own handler is
+            from reducer.core.processes import NATIVE_CALLBACKS
+            NATIVE_CALLBACKS.add(stop_here.__code__)
+        ctx = ir.Context()
+        ctx.attach_diagnostic_handler(stop_here)
+        ir.Location.unknown(ctx).emit_error("a diagnostic no collector takes")
+def ready():  # once, when the run has a best-so-far
+    return not stopped and os.path.exists("input.reduced.mlir")
+count_ops, listed, ran = irutil.count_ops, workspace.Workspace.opportunities, engine.Engine.run
+def counted(root, skip=frozenset()):
+    if WHERE in ("walk", "our-diagnostic", "other-diagnostic") and ready():  # building a candidate
+        stop_in_the_bindings(WHERE)
+    if WHERE == "start" and not stopped:  # the input's size, before any check
+        stop_in_the_bindings("walk")
+    return count_ops(root, skip)
+def listing(self, strategy):
+    if WHERE == "listing" and ready():  # a strategy lists its edits
+        stop_in_the_bindings("walk")
+    return listed(self, strategy)
+def run(self):
+    ran(self)
+    if WHERE == "end":  # after the last candidate
+        stop_in_the_bindings("other-diagnostic")
+irutil.count_ops, workspace.Workspace.opportunities, engine.Engine.run = counted, listing, run
 sys.argv = ["ireereduce", "input.mlir", "--check", "check.sh", "--strategies", "drop-ops"]
 from reducer.__main__ import main
 main()
 """
 
 
-@pytest.mark.parametrize("where", ["walk", "our-diagnostic", "other-diagnostic"])
+@pytest.mark.parametrize("where", ["walk", "our-diagnostic", "other-diagnostic", "listing", "end", "start"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stop_inside_an_mlir_callback_stops_the_run(case: Path, where: str, signum: int):
     """CI, on ff5b73b: a Ctrl-C that landed in count_ops' walk visitor came out of the
@@ -285,7 +300,9 @@ def test_a_stop_inside_an_mlir_callback_stops_the_run(case: Path, where: str, si
     a diagnostic handler, raised there, was printed by the bindings as a traceback and
     went no further. All stop the run: exit 130. In the run's own handler, the stop is
     taken a moment later, not raised there; one a plug-in's handler lost (the bindings
-    print it) is raised before the next candidate."""
+    print it) is raised before the next candidate, or as the engine ends. The review:
+    one while a strategy lists its edits was "could not list its edits"; one in the
+    input's count, before any check, was "internal error"."""
     (case / "input.mlir").write_text(BIG)
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
     proc = subprocess.run(
@@ -298,42 +315,52 @@ def test_a_stop_inside_an_mlir_callback_stops_the_run(case: Path, where: str, si
     )
     assert proc.returncode == session.EXIT_INTERRUPTED, proc.stderr
     assert "ireereduce: interrupted" in proc.stderr.splitlines()[-1], proc.stderr
-    assert "failed on" not in proc.stderr, proc.stderr
-    assert where == "other-diagnostic" or "Traceback" not in proc.stderr, proc.stderr
+    assert "failed on" not in proc.stderr and "could not list" not in proc.stderr, proc.stderr
+    assert "internal error" not in proc.stderr, proc.stderr
+    assert where in ("other-diagnostic", "end") or "Traceback" not in proc.stderr, proc.stderr
     assert (case / "input.mlir").read_text() == BIG
-    assert "math.exp" in (case / "input.reduced.mlir").read_text()  # the best-so-far, kept
+    if where != "start":
+        assert "math.exp" in (case / "input.reduced.mlir").read_text()  # the best-so-far, kept
     assert_clean(case)
 
 
-def test_the_contexts_diagnostic_handler_takes_a_stop_a_moment_later(monkeypatch):
-    """A stop that lands in the diagnostic handler every context of the run has is not
-    raised there (the bindings would print it and go on), but a moment later."""
+@pytest.mark.parametrize("where", ["diagnostic handler", "count_ops visitor"])
+def test_the_runs_own_mlir_callbacks_take_a_stop_a_moment_later(monkeypatch, where: str):
+    """A stop that lands in the diagnostic handler every context of the run has, or in
+    count_ops' visitor, is not raised there (the bindings would print it and go on, or
+    turn it into RuntimeError), but a moment later."""
+    from iree.compiler import ir
+
     from reducer import cli as command
     from reducer.core import ir as irutil
     from reducer.core import processes
 
     monkeypatch.setattr(processes, "_stop_raised", False)
     monkeypatch.setattr(processes, "_swallowed", False)
-    ctx, frames, here = irutil.new_context(), [], sys._getframe()
+    ctx, frames = irutil.new_context(), []
+    caller = sys._getframe().f_code if where == "diagnostic handler" else irutil.count_ops.__code__
 
     def profile(frame, event, _arg):
-        if event == "call" and frame.f_back is here:  # Python that emit_error's C++ called
-            frames.append(frame)
+        if event == "call" and frame.f_back is not None and frame.f_back.f_code is caller:
+            if "importlib" not in frame.f_code.co_filename:  # count_ops' import of the bindings
+                frames.append(frame)  # Python that the bindings' C++ called
 
-    from iree.compiler import ir
-
+    module = ir.Module.parse("func.func @f() {\n  return\n}", ctx)
     sys.setprofile(profile)
     try:
-        ir.Location.unknown(ctx).emit_error("a diagnostic")
+        if where == "diagnostic handler":
+            ir.Location.unknown(ctx).emit_error("a diagnostic")
+        else:
+            irutil.count_ops(module.operation)
     finally:
         sys.setprofile(None)
-    assert frames, "the context has no Python diagnostic handler"
+    assert frames, f"no Python {where} was called"
     before = signal.signal(signal.SIGINT, command._raise_interrupt)  # what comes again goes here
     try:
         try:
             command._raise_interrupt(signal.SIGINT, frames[0])
         except KeyboardInterrupt:
-            pytest.fail("raised in the diagnostic handler, which the bindings call from C++")
+            pytest.fail(f"raised in the {where}, which the bindings call from C++")
         assert processes.stop_raised()
         waited = 0
         with pytest.raises(KeyboardInterrupt):  # noqa: PT012  (raised while the loop waits)
@@ -341,6 +368,35 @@ def test_the_contexts_diagnostic_handler_takes_a_stop_a_moment_later(monkeypatch
                 time.sleep(0.01)
                 waited += 1
         command._raise_interrupt(signal.SIGINT, None)  # raised once: a later stop is not
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def test_a_stop_raised_before_its_timer_is_raised_once_and_a_new_run_starts_clean(monkeypatch):
+    """The review: the stop `stop_later` will raise again, raised first by a candidate's
+    `raise_if_stopped`, came a second time while the run ended; and a new run in the same
+    process inherited a pending one."""
+    from reducer import cli as command
+    from reducer.core import processes
+
+    monkeypatch.setattr(processes, "_stop_raised", False)
+    monkeypatch.setattr(processes, "_swallowed", False)
+    before = signal.signal(signal.SIGINT, command._raise_interrupt)
+    try:
+        for new_run in (False, True):
+            processes.note_stop()
+            processes.stop_later()
+            if new_run:
+                processes.note_stop(False)
+            else:
+                with pytest.raises(KeyboardInterrupt):
+                    processes.raise_if_stopped()
+            try:
+                time.sleep(20 * processes.INTERRUPT_AGAIN)  # the timer has come and gone
+            except KeyboardInterrupt:
+                pytest.fail("the stop was raised again")
+        with pytest.raises(KeyboardInterrupt):  # the new run's first stop
+            command._raise_interrupt(signal.SIGINT, None)
     finally:
         signal.signal(signal.SIGINT, before)
 

@@ -39,6 +39,7 @@ from reducer.core.checks import Checks
 from reducer.core.confirm import Confirmations
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
+from reducer.core.processes import raise_if_stopped
 from reducer.core.speculation import Speculation
 from reducer.core.stats import RunStats, StrategyStats
 from reducer.core.strategy import Edit, Strategy
@@ -397,6 +398,7 @@ class Engine:
         try:
             return ws.opportunities(strategy)
         except Exception as exc:  # a faulty strategy is skipped, never fatal
+            raise_if_stopped(exc)
             log.warning("strategy %s could not list its edits: %s: %s", strategy.name, type(exc).__name__, exc)
             return []
 

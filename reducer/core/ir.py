@@ -9,6 +9,7 @@ import functools
 import math
 import re
 from collections.abc import Iterator
+from types import CodeType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -256,6 +257,9 @@ def count_ops(root: ir.Operation, skip: frozenset[str] = frozenset()) -> int:
 
     root.walk(visit_skipping if skip else visit)
     return count - 1  # the module itself is not part of the program
+
+
+NATIVE_CALLBACKS.update(code for code in count_ops.__code__.co_consts if isinstance(code, CodeType))  # its visitors
 
 
 #: A shaped type's kind (group 1), its dimension prefix (group 2, e.g. "4x?x") and the

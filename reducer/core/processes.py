@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any
 
 
@@ -92,9 +92,14 @@ _stop_raised = False
 
 
 def note_stop(raised: bool = True) -> None:
-    """The stop signal handler raised this run's KeyboardInterrupt (or a new run starts)."""
-    global _stop_raised
+    """The stop signal handler raised this run's KeyboardInterrupt; or (False) a new run
+    starts: nothing of an earlier stop is raised in it."""
+    global _stop_raised, _swallowed
     _stop_raised = raised
+    if not raised:
+        _swallowed = False
+        if _again is not None:
+            _again.cancel()
 
 
 def stop_raised() -> bool:
@@ -102,20 +107,34 @@ def stop_raised() -> bool:
     return _stop_raised
 
 
-#: Our functions that the MLIR bindings call from C++ and that must not raise: a
-#: KeyboardInterrupt raised in a diagnostic handler is printed as a traceback and lost.
-#: A stop that lands in one is raised a moment later (`stop_later`).
+#: Our functions that the MLIR bindings call from C++ and that must not raise: raised in
+#: a diagnostic handler, a KeyboardInterrupt is printed as a traceback and lost; in a
+#: walk's visitor, it comes out as RuntimeError. A stop that lands in one (or in what it
+#: calls) is raised a moment later (`stop_later`).
 NATIVE_CALLBACKS: set[CodeType] = set()
+
+
+def in_native_callback(frame: FrameType | None) -> bool:
+    """Whether frame, or one of its callers, is one of `NATIVE_CALLBACKS`."""
+    while frame is not None:
+        if frame.f_code in NATIVE_CALLBACKS:
+            return True
+        frame = frame.f_back
+    return False
+
+
+#: The timer of `stop_later`, cancelled when a new run starts.
+_again: threading.Timer | None = None
 
 
 def stop_later() -> None:
     """Raise the stop again in the main thread a moment later, from another thread: here,
     the handler would run at once, inside the code that loses what it raises."""
-    global _swallowed
+    global _swallowed, _again
     _swallowed = True
-    again = threading.Timer(INTERRUPT_AGAIN, _thread.interrupt_main)
-    again.daemon = True
-    again.start()
+    _again = threading.Timer(INTERRUPT_AGAIN, _thread.interrupt_main)
+    _again.daemon = True
+    _again.start()
 
 
 def raise_if_stopped(cause: BaseException | None = None) -> None:
@@ -123,7 +142,7 @@ def raise_if_stopped(cause: BaseException | None = None) -> None:
     raised in our Python code that the bindings call comes out of a walk as RuntimeError
     ("Exception raised in callback"), and out of a diagnostic handler not at all: a
     `except Exception` around the bindings took it as a faulty strategy, and a stopped run
-    ended 0. Called there, and before each candidate is built."""
+    ended 0. Called there, before each candidate is built, and as the engine ends."""
     if _stop_raised:
         take_swallowed()  # raised here: `stop_later`'s timer must not raise it once more
         raise KeyboardInterrupt from cause

@@ -24,7 +24,7 @@ from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict
-from reducer.core.processes import interrupts_kept, note_stop
+from reducer.core.processes import interrupts_kept, note_stop, raise_if_stopped
 from reducer.core.resources import Blobs
 from reducer.core.rundirs import RUN_DIR_ENV, remove_stale_runs, run_scope, tmpdir_unused
 from reducer.core.state import Busy, OutputLock
@@ -496,6 +496,7 @@ class Run:
         try:
             with self.monitor.watching(self.engine):
                 self.engine.run()
+                raise_if_stopped()  # one the bindings lost after the last candidate
         except (KeyboardInterrupt, *limits.STOPPED) as exc:  # type: ignore[misc]  # mypy cannot read a starred tuple of exception types
             self.engine.stats.final = self.engine.best.size if self.engine.best is not None else self.ws.size
             if isinstance(exc, limits.STOPPED):
