@@ -59,18 +59,20 @@ def test_a_start_naming_another_check_is_refused_and_never_run(case: Path, field
 
 
 @needs_iree
-def test_a_rebuilt_compiler_does_not_continue_the_old_ones_run(case: Path):
+@pytest.mark.parametrize("launcher", ["", "env IREEREDUCE_TEST=1 "], ids=["bare", "env"])
+def test_a_rebuilt_compiler_does_not_continue_the_old_ones_run(case: Path, launcher: str):
     """The review: the resume stamp held the --compile command's words, not the program
     they run. After a rebuild of the compiler under test (here: its wrapper on PATH
-    changed), the same command continued with the old build's verdicts."""
+    changed), the same command continued with the old build's verdicts. Behind `env`,
+    the stamp named env only."""
     real = shutil.which("iree-compile")
     assert real is not None
     (case / "bin").mkdir()
     tool = make_script(case / "bin" / "iree-compile", f'exec {real} "$@"')
     (case / "input.mlir").write_text(mlp(layers=6, bad_layer=4))
     path = dict(env(case), PATH=f"{case / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    argv = [sys.executable, "-m", "reducer.cli", "input.mlir", "--compile", COMPILE + " {input} -o /dev/null"]
-    argv += ["-j", "2", "--max-checks", "3"]
+    command = launcher + COMPILE + " {input} -o /dev/null"
+    argv = [sys.executable, "-m", "reducer.cli", "input.mlir", "--compile", command, "-j", "2", "--max-checks", "3"]
 
     def run(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*argv, *extra], cwd=case, env=path, capture_output=True, text=True, timeout=300)
@@ -78,14 +80,20 @@ def test_a_rebuilt_compiler_does_not_continue_the_old_ones_run(case: Path):
     first = run()
     assert first.returncode == session.EXIT_STOPPED and "--max-checks 3 reached" in first.stderr, first.stderr
     state = case / "input.reduced.mlir.resume"
-    assert (state / "run.json").is_file()
+    recorded = json.loads((state / "run.json").read_text())
     same = run()  # the same build: continued
     assert same.returncode == session.EXIT_STOPPED and "holds an interrupted run" not in same.stderr, same.stderr
     tool.write_text(tool.read_text() + "# rebuilt\n")
     again = run()
     assert again.returncode == session.EXIT_STATE_MISMATCH, again.stderr
     line = error_line(again.stderr)
-    assert f"the program of --compile, {tool}, changed" in line and "--fresh" in line, line
+    assert f"the program of --compile, {os.path.realpath(tool)}, changed" in line and "--fresh" in line, line
+    # A state an earlier version recorded, without the stamp: said so, not "changed".
+    del recorded["fingerprint"]["files"]
+    (state / "run.json").write_text(json.dumps(recorded))
+    older = run()
+    assert older.returncode == session.EXIT_STATE_MISMATCH, older.stderr
+    assert "an earlier ireereduce recorded it, without stamping --compile's program" in error_line(older.stderr)
     assert (state / "run.json").is_file()
     assert run("--fresh").returncode == session.EXIT_STOPPED
     assert_clean(case)

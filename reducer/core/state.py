@@ -2,7 +2,7 @@
 output, and the state directory a killed run continues from.
 
 The state directory holds the run's settings fingerprint (settings, input and check
-hashes), the start (the program after the original was checked and the workflows ran,
+hashes; the data files and the programs the oracle runs by path, size and mtime), the start (the program after the original was checked and the workflows ran,
 the calibrated oracle with its timeout and the original's verdict) and the verdict
 journal (cache.VerdictJournal). The engine's position is not stored: the engine is
 deterministic, so replaying the journal from the start reaches it again.
@@ -208,6 +208,8 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> str:
         return "the check script changed"
     if old.get("files") != new.get("files"):
         a, b = old.get("files") or [], new.get("files") or []
+        if "files" not in old and all(f[0].startswith(PROGRAM) for f in b):
+            return f"an earlier ireereduce recorded it, without stamping {b[0][0][len(PROGRAM) :]}'s program"
         changed = [f for f in b if f not in a] or [f for f in a if f not in b]
         if not changed:
             return "the data files changed"

@@ -59,8 +59,9 @@ EXIT_CODES = {
     EXIT_CANNOT_WRITE: "cannot write the output, report, stats or state (disk full, read-only or removed "
     "directory, a FIFO nobody reads); the message says where the best so far is (saved elsewhere if the output's directory is gone)",
     EXIT_BUSY: "another ireereduce run is writing the same output (the message names its PID)",
-    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input or check, or a recorded check "
-    "this command does not build (--fresh starts over)",
+    EXIT_STATE_MISMATCH: "the state directory holds a run with other settings, input, check, --parameters archive "
+    "or compiler (the program of --compile, --against, --run), or a recorded check this command does not build "
+    "(--fresh starts over)",
     EXIT_CHECK_CHANGED_FILES: "the input, the output or the check changed during the run (the check must not "
     "write them, nor anyone else until the run ends); the output keeps the last good program",
     EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, distributed is not installed, "

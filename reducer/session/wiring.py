@@ -148,10 +148,17 @@ def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
 def _runnable(option: str, program: str, tool: str) -> None:
     """A program the checks will run, refused before the original's check (a compile of
     minutes, for --against or --run) if it cannot run: one line naming the option."""
-    path = shutil.which(tool) if os.sep not in tool else tool  # a bare name is looked up in PATH, as the checks do
+    path = _found(tool)
     why = unrunnable(path, program) if path and os.path.exists(path) else "is not found; install it or give its path"
     if why is not None:
         raise UserError(EXIT_BAD_CHECK, f"{option}: the program {program!r} {why}")
+
+
+def _found(tool: str) -> str | None:
+    """Where a program the checks run is: a bare name looked up in PATH, as the checks do
+    (None when none has it), a relative path from here."""
+    found = shutil.which(tool) if os.sep not in tool else tool
+    return None if found is None else os.path.abspath(found)
 
 
 def _here(command: Command) -> Command:
@@ -237,21 +244,23 @@ def outside(settings: Settings) -> Callable[[str], int] | None:
 
 def programs(settings: Settings) -> list[tuple[str, str]]:
     """The programs the built-in oracles run, by option, as a resume stamps them: after a
-    rebuild of the compiler under test, the recorded verdicts are the old build's."""
-    from reducer.iree.oracles.command import resolve_tool
+    rebuild of the compiler under test, the recorded verdicts are the old build's. Each
+    command's program, and an IREE tool it hands its arguments to (`env X=1 iree-compile`,
+    `timeout 60 iree-compile`); not what a script of the user's runs."""
+    from reducer.iree.oracles.command import IREE_TOOLS, resolve_tool
 
     given = [("--compile", settings.compile), ("--against", settings.against)]
     given += [("--run", settings.runner)] if settings.mismatch else []
     found = []
     for option, line in given:
         with contextlib.suppress(ValueError):  # the oracle refuses it, in its own words
-            if argv := shlex.split(line or ""):
-                tool = resolve_tool(argv[0])
-                found.append((f"{PROGRAM}{option}", os.path.abspath(shutil.which(tool) or tool)))
+            argv = shlex.split(line or "")
+            for word in argv[:1] + [w for w in argv[1:] if os.path.basename(w) in IREE_TOOLS]:
+                found.append((f"{PROGRAM}{option}", _found(resolve_tool(word))))
     if settings.pass_level or settings.pass_pipeline is not None:  # the replay's iree-opt
         opt = replay_tool(settings) if settings.pass_level else settings.replay_tool
-        found.append((f"{PROGRAM}iree-opt", os.path.abspath(shutil.which(resolve_tool(opt)) or opt)))
-    return found
+        found.append((f"{PROGRAM}iree-opt", _found(resolve_tool(opt))))
+    return [(name, path) for name, path in found if path is not None]  # one not found is refused
 
 
 def replay_tool(settings: Settings) -> str:

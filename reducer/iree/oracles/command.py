@@ -18,7 +18,7 @@ from reducer.core import codec
 #: IREE tools a bare name may resolve to the installed wheels' binaries: skips pip's and
 #: pyenv's wrapper scripts, which cost a Python start and turn a crash's signal into an
 #: exit code. Only this environment's own pip script: a tool of the user's on PATH is theirs.
-_IREE_TOOLS = ("iree-compile", "iree-opt", "iree-run-module", "iree-dump-module")
+IREE_TOOLS = ("iree-compile", "iree-opt", "iree-run-module", "iree-dump-module")
 
 
 _PLACEHOLDER = re.compile(r"\{(?:input|output|tmp)\}")
@@ -32,7 +32,7 @@ def resolve_tool(name: str) -> str:
     """What a bare IREE tool name runs: what PATH finds, as in the user's shell (their own
     build is the compiler under test), unless that is this environment's wrapper for the
     wheel's binary, or PATH has none: then the binary itself."""
-    if os.sep in name or name not in _IREE_TOOLS:
+    if os.sep in name or name not in IREE_TOOLS:
         return name
     found = shutil.which(name)
     if found is not None:  # checks run in a temp dir: PATH's relative entries are the run's cwd's
