@@ -428,15 +428,12 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
         except UserError as exc:
             stack.close()
             _fail(exc.code, str(exc))
-        except KeyboardInterrupt:  # before the run had a result to tell, or while it was told
-            stack.close()
-            click.echo(f"ireereduce: interrupted; {_where(output, before)}", err=True)
-            sys.exit(session.EXIT_INTERRUPTED)
-        except Exception as exc:
-            if params["debug"]:
+        except (KeyboardInterrupt, Exception) as exc:  # a stop before the run had a result, or while it was told
+            stopped = isinstance(exc, KeyboardInterrupt) or processes.stop_raised()  # the bindings make it RuntimeError
+            if params["debug"] and not stopped:
                 raise
             stack.close()
-            if processes.stop_raised():  # the stop, as the MLIR bindings turned it (RuntimeError)
+            if stopped:
                 click.echo(f"ireereduce: interrupted; {_where(output, before)}", err=True)
                 sys.exit(session.EXIT_INTERRUPTED)
             click.echo(
@@ -523,10 +520,9 @@ _MAIN_PID = os.getpid()
 
 def _raise_interrupt(signum: int, frame: types.FrameType | None) -> None:
     """The first stop of the run raises KeyboardInterrupt; a later one, while the first
-    ends the run, is not raised again: raised anywhere (in a garbage collector callback,
-    say) it printed a traceback. Only a stop that Python swallowed is raised again. One
-    that lands in a function the MLIR bindings call (`NATIVE_CALLBACKS`) comes a moment
-    later: raised there, the bindings printed it and went on."""
+    ends the run, is not raised again (raised in a garbage collector callback, say, it
+    printed a traceback) unless Python swallowed the first. One that lands in what the
+    MLIR bindings call (`NATIVE_CALLBACKS`) is raised a moment later, not there."""
     if os.getpid() != _MAIN_PID:  # a worker forked before it installed its own handler
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
