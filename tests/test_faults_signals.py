@@ -42,6 +42,12 @@ def _children(pid: int) -> int:
         return 0
 
 
+def _python(case: Path, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """script run by this Python in case, with the case's TMPDIR."""
+    command = [sys.executable, "-c", script, *args]
+    return subprocess.run(command, cwd=case, capture_output=True, text=True, timeout=120, env=env(case))
+
+
 def _stopped_cleanly(proc: subprocess.Popen[str], case: Path, text: str) -> str:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == session.EXIT_INTERRUPTED, err
@@ -305,14 +311,7 @@ def test_a_stop_inside_an_mlir_callback_stops_the_run(case: Path, where: str, si
     input's count, before any check, was "internal error"."""
     (case / "input.mlir").write_text(BIG)
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
-    proc = subprocess.run(
-        [sys.executable, "-c", _STOP_IN_THE_BINDINGS, where, str(int(signum))],
-        cwd=case,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env(case),
-    )
+    proc = _python(case, _STOP_IN_THE_BINDINGS, where, str(int(signum)))
     assert proc.returncode == session.EXIT_INTERRUPTED, proc.stderr
     assert "ireereduce: interrupted" in proc.stderr.splitlines()[-1], proc.stderr
     assert "failed on" not in proc.stderr and "could not list" not in proc.stderr, proc.stderr
@@ -658,14 +657,7 @@ def test_a_stop_while_the_command_imports_is_exit_130(case: Path, signum: int):
     """A stop in the first half second was a silent exit 143 or 129, or, for a Ctrl-C to
     a background job (its SIGINT ignored), lost: the run went on to the end."""
     make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
-    proc = subprocess.run(
-        [sys.executable, "-c", _STOP_WHILE_IMPORTING, str(int(signum))],
-        cwd=case,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env(case),
-    )
+    proc = _python(case, _STOP_WHILE_IMPORTING, str(int(signum)))
     assert proc.returncode == session.EXIT_INTERRUPTED, proc.stderr
     assert proc.stderr == "ireereduce: interrupted before the reduction started\n"
     assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
