@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # pragma: no cover - `python -m reducer.cli`: the entry point takes
+    from reducer.__main__ import main as _entry  # stops from here on, while the imports run
+
+    _entry()
 import contextlib
 import logging
 import os
@@ -694,7 +698,3 @@ def _summary(console: Console, result: Result) -> None:
     ):
         if value:
             console.print(f"{label}: {value}", markup=False, highlight=False, soft_wrap=True)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

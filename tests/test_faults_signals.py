@@ -7,6 +7,7 @@ is left."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -636,28 +637,33 @@ def test_the_embedded_clusters_processes_leave_stop_signals_to_the_run(tmp_path:
 
 # -- a stop while the command is still importing --------------------------------------
 _STOP_WHILE_IMPORTING = """
-import os, signal, sys, time
-STOP = int(sys.argv[1])
+import os, runpy, signal, sys, time
+STOP, HOW = int(sys.argv[1]), sys.argv[2]
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job of a shell script
 class StopAtCli:  # the stop arrives while the command's modules are imported
     def find_spec(self, name, path=None, target=None):
-        if name == "reducer.cli":
+        if name == ("reducer.cli" if HOW == "ireereduce" else "click"):
             os.kill(os.getpid(), STOP)
             time.sleep(0.5)
         return None
 sys.meta_path.insert(0, StopAtCli())
 sys.argv = ["ireereduce", "input.mlir", "--check", "check.sh"]
-from reducer.__main__ import main
-main()
+if HOW == "ireereduce":  # the console script
+    from reducer.__main__ import main
+    main()
+else:  # python -m reducer.cli
+    runpy.run_module("reducer.cli", run_name="__main__", alter_sys=True)
 """
 
 
+@pytest.mark.parametrize("how", ["ireereduce", "python -m reducer.cli"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_stop_while_the_command_imports_is_exit_130(case: Path, signum: int):
+def test_a_stop_while_the_command_imports_is_exit_130(case: Path, signum: int, how: str):
     """A stop in the first half second was a silent exit 143 or 129, or, for a Ctrl-C to
-    a background job (its SIGINT ignored), lost: the run went on to the end."""
+    a background job (its SIGINT ignored), lost: the run went on to the end. Audit 16
+    (D1): through `python -m reducer.cli` the stop handlers came after its imports."""
     make_script(case / "check.sh", f'touch {case}/ran; grep -q math.exp "$1"')
-    proc = _python(case, _STOP_WHILE_IMPORTING, str(int(signum)))
+    proc = _python(case, _STOP_WHILE_IMPORTING, str(int(signum)), how)
     assert proc.returncode == session.EXIT_INTERRUPTED, proc.stderr
     assert proc.stderr == "ireereduce: interrupted before the reduction started\n"
     assert not (case / "ran").exists() and not (case / "input.reduced.mlir").exists()
@@ -666,6 +672,27 @@ def test_a_stop_while_the_command_imports_is_exit_130(case: Path, signum: int):
 
 
 # -- a second stop while the first one ends the run ---------------------------------------
+def test_stops_while_a_stopped_run_exits_leave_its_exit_code(case: Path):
+    """Audit 16 (D5): SIGTERMs after the run had said "interrupted", while Python shut
+    down (which puts back the default handlers), killed it: exit 143, undocumented."""
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", 'sleep 0.2; grep -q math.exp "$1"')
+    proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2")
+    wait_for(lambda: (case / "input.reduced.mlir").exists())
+    proc.send_signal(signal.SIGINT)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # to the end of what it says
+        if line.startswith("ireereduce: interrupted"):
+            break
+    while proc.poll() is None:  # a supervisor that repeats its SIGTERM until the process is gone
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        time.sleep(0.01)
+    assert proc.wait() == session.EXIT_INTERRUPTED
+    assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert_clean(case)
+
+
 def test_only_the_first_stop_raises_unless_python_swallowed_it(monkeypatch):
     """A second Ctrl-C shortly after the first raised KeyboardInterrupt again, sometimes
     inside a garbage collector callback: "Exception ignored in ... WeakKeyDictionary",
