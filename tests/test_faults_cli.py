@@ -99,6 +99,37 @@ def test_a_rebuilt_compiler_does_not_continue_the_old_ones_run(case: Path, launc
     assert_clean(case)
 
 
+def test_a_check_given_with_its_arguments_is_stamped_and_watched_as_its_script(case: Path):
+    """Audit 16 (D2): with `-c "./check.sh ARG"` the stamp and the guard took the whole
+    string for the script's path, named no file, and protected nothing: an edited script
+    continued the old one's run (exit 7, "flaky"), and an edit mid-run went unnoticed."""
+    import signal
+
+    from test_faults import BIG, start, wait_for
+
+    (case / "input.mlir").write_text(BIG)
+    check = make_script(case / "check.sh", 'sleep 0.1; grep -q "$2" "$1"')
+    command = ["input.mlir", "-c", "./check.sh math.exp", "-j", "1"]
+    proc = start(case, *command, start_new_session=True)
+    wait_for(lambda: (case / "input.reduced.mlir").exists())
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    check.write_text(check.read_text() + "# edited\n")
+    again = cli(case, *command)
+    assert again.returncode == session.EXIT_STATE_MISMATCH, again.stderr
+    assert "the check script changed" in error_line(again.stderr)
+    # An edit while the run goes on (here: made by the check itself, at its fifth call).
+    make_script(
+        check,
+        f'echo >> {case}/calls; [ "$(wc -l < {case}/calls)" -eq 5 ] && echo "# mid-run" >> {check}; '
+        'sleep 0.1; grep -q "$2" "$1"',
+    )
+    during = cli(case, *command, "--fresh")
+    assert during.returncode == session.EXIT_CHECK_CHANGED_FILES, during.stderr
+    assert "the check script ./check.sh changed during the run" in error_line(during.stderr)
+    assert_clean(case)
+
+
 def test_a_recorded_compile_command_may_differ_only_by_what_triage_adds():
     """Calibration (the signature, the timeout) and the triage flags (--compile-to, ...)
     are the run's own; a flag none of them adds is not: iree-compile's linker path flags

@@ -180,7 +180,9 @@ def stamp(path: str) -> list[Any]:
 PROGRAM = "the program of "
 
 
-def fingerprint(settings: Any, input_bytes: bytes, data_files: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+def fingerprint(
+    settings: Any, input_bytes: bytes, data_files: Sequence[tuple[str, str]] = (), script: str | None = None
+) -> dict[str, Any]:
     """What must be equal for a recorded run to be continued: the settings that decide
     the result, the input's bytes, the check script's bytes, and the data files the run
     reads (`data_files`: (what names it, path) pairs, such as --parameters' archives and
@@ -193,7 +195,7 @@ def fingerprint(settings: Any, input_bytes: bytes, data_files: Sequence[tuple[st
     found = {
         "settings": fields,
         "input": hashlib.sha256(input_bytes).hexdigest(),
-        "check": digest(settings.check),
+        "check": digest(script or settings.check),  # script: -c "./check.sh ARG"'s file
     }
     if data_files:  # absent without any: a state recorded before data files were stamped still matches
         found["files"] = [[name, *stamp(path)] for name, path in data_files]

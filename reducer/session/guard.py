@@ -14,6 +14,7 @@ from reducer.core.oracle import whole
 from reducer.core.state import cannot_write
 from reducer.session import files
 from reducer.session.files import WRITE_ERRORS, rescue
+from reducer.session.scripts import script_and_args
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_CANNOT_WRITE, EXIT_CHECK_CHANGED_FILES, Settings, UserError
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,9 @@ class Guard:
     def __init__(self, settings: Settings, output: str, attach: Callable[[bytes], bytes] | None = None) -> None:
         self.settings = settings
         self.output = output
-        self.paths = [settings.input, output] + ([settings.check] if settings.check else [])
+        #: The check's script (`-c "./check.sh ARG"`: its file, not the whole string).
+        self.script = script_and_args(settings.check)[0] if settings.check else None
+        self.paths = [settings.input, output] + ([self.script] if self.script else [])
         self.expected = {p: self._stat(p) for p in self.paths}
         self.good: bytes | None = None  # what the output holds: a program's `form`, without the trailer
         #: Written after every program (a crash reproducer's resource, which the MLIR
@@ -102,7 +105,7 @@ class Guard:
         return f"{self.output} holds the smallest interesting program so far"
 
     def check(self, _verdict: object = None) -> None:
-        check = self.settings.check
+        check = self.script
         with self.lock:
             if check is not None and self.expected.get(check) is not None:
                 if not os.path.exists(check):
@@ -130,7 +133,7 @@ class Guard:
                 f"of the candidate), nor may anything else while the run writes it; {now}; stopped"
                 + (f", {self.best()}" if self.good is not None else "")
             )
-        if path == self.settings.check:
+        if path == self.script:
             return (
                 f"the check script {path} {how}; verdicts of the old one and the new one do not mix, so the "
                 f"run stopped; {self.best()}; rerun with --fresh to start over with the new check"
@@ -148,7 +151,7 @@ class Guard:
 
     def environment_error(self, exc: OSError) -> UserError:
         """An OSError out of the run, in the user's words (never 'internal error')."""
-        check = self.settings.check
+        check = self.script
         if check is not None:
             if not os.path.exists(check):
                 return UserError(EXIT_BAD_CHECK, f"the check script {check} was deleted during the run; {self.best()}")
