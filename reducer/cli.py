@@ -448,11 +448,10 @@ def _reduce(source: str | Path, options: dict[str, Any], params: dict[str, Any])
 
 
 def _stat(path: str) -> tuple[int, int, int] | None:
-    try:
+    with contextlib.suppress(OSError):
         st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
+        return st.st_ino, st.st_size, st.st_mtime_ns
+    return None
 
 
 def _where(output: str, before: tuple[int, int, int] | None) -> str:

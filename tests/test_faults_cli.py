@@ -130,6 +130,51 @@ def test_a_check_given_with_its_arguments_is_stamped_and_watched_as_its_script(c
     assert_clean(case)
 
 
+@pytest.mark.parametrize("how", ["log into --inputs", "report over --inputs", "log into --compile", "-o on --compile"])
+def test_the_arrays_and_the_compiler_a_run_reads_are_never_written(case: Path, how: str):
+    """Audit 16 (D3): --log-file appended into an --inputs array or into the user's
+    --compile wrapper, --report's inputs folder replaced the run's own --inputs, and
+    `-o wrap.sh --fresh` replaced the wrapper. Each is refused before anything runs."""
+    import numpy as np
+
+    np.save(case / "a.npy", np.array([0.5, 1.5, -2, 3], dtype=np.float32))
+    (case / "r.md.inputs").mkdir()
+    np.save(case / "r.md.inputs" / "input0.npy", np.array([1, 2, 3, 4], dtype=np.float32))
+    wrap = make_script(case / "wrap.sh", f'touch {case}/ran; exec iree-compile "$@"')
+    compile_ = "./wrap.sh {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu"
+    mismatch = ["--mismatch", "--compile", compile_ + " -o {output}", "--against", compile_ + " -o {output}"]
+    args, named, what = {
+        "log into --inputs": (
+            mismatch + ["--inputs", "a.npy", "--log-file", "a.npy"],
+            "a.npy",
+            "an array --inputs gives",
+        ),
+        "report over --inputs": (
+            mismatch + ["--inputs", "r.md.inputs/input0.npy", "--report", "r.md"],
+            "r.md.inputs/input0.npy",
+            "which this run reads",
+        ),
+        "log into --compile": (
+            ["--compile", compile_ + " -o /dev/null", "--log-file", "wrap.sh"],
+            "wrap.sh",
+            "--compile",
+        ),
+        "-o on --compile": (
+            ["--compile", compile_ + " -o /dev/null", "-o", "wrap.sh", "--fresh"],
+            "wrap.sh",
+            "--compile",
+        ),
+    }[how]
+    before = _tree(case)
+    proc = cli(case, "input.mlir", *args)
+    assert proc.returncode == session.EXIT_USAGE, proc.stderr
+    line = error_line(proc.stderr)
+    assert named in line and what in line and "never overwrites" in line, line
+    assert _tree(case) == before and not (case / "ran").exists()
+    assert wrap.read_text().endswith('exec iree-compile "$@"\n')
+    assert_clean(case)
+
+
 def test_a_recorded_compile_command_may_differ_only_by_what_triage_adds():
     """Calibration (the signature, the timeout) and the triage flags (--compile-to, ...)
     are the run's own; a flag none of them adds is not: iree-compile's linker path flags

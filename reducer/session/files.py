@@ -255,7 +255,7 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             _not_the_users(flag, path, target.path)
     where = settings.report or settings.report_json
     if where and where != "-":  # a mismatch's report ships the inputs of its commands there
-        check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs")
+        check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs", protected)
     _check_derived(settings, output, refused, protected, {real: f"{f} {p}" for real, (f, p) in seen.items()})
 
 
@@ -315,9 +315,10 @@ def _ours(f: BinaryIO, size: int) -> bool:
 _INPUT_FILE = re.compile(r"(b-)?input[0-9]+\.npy")
 
 
-def check_inputs_folder(flag: str, folder: str) -> None:
+def check_inputs_folder(flag: str, folder: str, protected: dict[str, str] | None = None) -> None:
     """The folder a mismatch's inputs go to may hold only inputs an earlier run wrote:
-    a file of the user's there would be replaced, and a file named so is no folder."""
+    a file of the user's there would be replaced, and a file named so is no folder; nor
+    a file the run reads (`protected`: an --inputs array an earlier report shipped)."""
     if not os.path.lexists(folder):
         return
     if not os.path.isdir(folder) or os.path.islink(folder):
@@ -326,7 +327,15 @@ def check_inputs_folder(flag: str, folder: str) -> None:
             f"{flag}: {folder} is where the inputs of its commands go, and it is not a folder ireereduce made; "
             "move it away or give another path",
         )
-    theirs = sorted(n for n in os.listdir(folder) if not _INPUT_FILE.fullmatch(n))
+    names, protected = sorted(os.listdir(folder)), protected or {}
+    read = [protected[r] for r in (os.path.realpath(os.path.join(folder, n)) for n in names) if r in protected]
+    if read:
+        raise UserError(
+            EXIT_USAGE,
+            f"{flag}: {folder} is where the inputs of its commands go, and it holds {read[0]}, which this run "
+            "reads; ireereduce never overwrites it (copy it elsewhere or give another path)",
+        )
+    theirs = [n for n in names if not _INPUT_FILE.fullmatch(n)]
     if theirs:
         raise UserError(
             EXIT_USAGE,
@@ -377,6 +386,13 @@ def _read_by_the_run(settings: Settings) -> dict[str, str]:
         for used in settings.check_files:
             protected.setdefault(os.path.realpath(used), f"{used}, which --check-files ships with the check")
         protected[os.path.realpath(script)] = f"the check script {script}"
+    for value in settings.inputs:  # an --inputs array, not a value written out (`4xf32=1,2,3,4`)
+        if os.path.isfile(value):
+            protected.setdefault(os.path.realpath(value), f"{value}, an array --inputs gives")
+    from reducer.session.wiring import programs  # a compiler wrapper of the user's, say
+
+    for name, program in programs(settings):
+        protected.setdefault(os.path.realpath(program), f"{program}, {name}")
     if settings.parameters:  # the archives are the user's
         from reducer.iree.parameters import split_spec
 
