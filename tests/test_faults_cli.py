@@ -175,6 +175,23 @@ def test_the_arrays_and_the_compiler_a_run_reads_are_never_written(case: Path, h
     assert_clean(case)
 
 
+@pytest.mark.parametrize("form", ["--test-arg", "-c"])
+def test_a_file_the_check_is_given_by_a_relative_path_is_found_in_its_temp_dir(case: Path, form: str):
+    """Audit 16 (D6): `--test-arg pat.txt` reached the check verbatim, in its temp dir
+    where no pat.txt is: the pattern was empty, every candidate passed, and the run ended
+    0 with `module {}`, which the user's check rejects."""
+    (case / "pat.txt").write_text("math.exp\n")
+    make_script(case / "check.sh", 'p="$(cat "$2")" && [ -n "$p" ] && grep -q "$p" "$1"')
+    check = ["--check", "./check.sh", "--test-arg", "pat.txt"] if form == "--test-arg" else ["-c", "./check.sh pat.txt"]
+    proc = cli(case, "input.mlir", *check, "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    out = case / "input.reduced.mlir"
+    assert "math.exp" in out.read_text()
+    mine = subprocess.run(["./check.sh", str(out), "pat.txt"], cwd=case)  # the user's own check, as they run it
+    assert mine.returncode == 0
+    assert_clean(case)
+
+
 def test_a_recorded_compile_command_may_differ_only_by_what_triage_adds():
     """Calibration (the signature, the timeout) and the triage flags (--compile-to, ...)
     are the run's own; a flag none of them adds is not: iree-compile's linker path flags

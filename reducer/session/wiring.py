@@ -119,7 +119,10 @@ def _timing(settings: Settings) -> bool:
 
 def _script(settings: Settings, basename: str, timeout: float) -> Oracle:
     script, args = script_and_args(settings.check or "")
-    return ScriptOracle(check_script(script), basename, timeout, args + tuple(settings.test_args))
+    # The check runs in its own temp dir: an argument naming a file here (`--test-arg
+    # pat.txt`) is given as its absolute path, as llvm-reduce's test, run here, finds it.
+    given = tuple(os.path.abspath(a) if a and os.path.exists(a) else a for a in args + tuple(settings.test_args))
+    return ScriptOracle(check_script(script), basename, timeout, given)
 
 
 def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
