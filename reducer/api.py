@@ -154,7 +154,7 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
     monitor.end(result.stats)
     # An interrupted run may have found nothing smaller yet: the output is not written then.
     # (then the smallest interesting program found is the input itself).
-    if os.path.exists(result.output):
+    if os.path.exists(result.output) and result.written:
         text = program_text(Path(result.output).read_bytes())  # -o x.mlirbc holds bytecode
     else:
         text = settings.text if settings.text is not None else program_text(Path(settings.input).read_bytes())

@@ -468,10 +468,11 @@ def _where(output: str, before: tuple[int, int, int] | None) -> str:
 def _tell_end(done: api.Reduction, trivial_is_error: bool) -> int:
     """The last lines for a run that did not end plainly, and the exit code."""
     code = api.EXIT_OF_STATUS[done.status]
+    there = os.path.exists(done.output or "")
     where = (
         f"the smallest interesting program so far is in {done.output}"
-        if os.path.exists(done.output or "")
-        else f"no smaller program was found yet; {done.output} was not written"
+        if there and done.result.written
+        else f"no smaller program was found yet; {done.output} {'is as it was' if there else 'was not written'}"
     )
     if done.status == "interrupted":
         state = done.result.state_dir

@@ -192,6 +192,35 @@ def test_a_file_the_check_is_given_by_a_relative_path_is_found_in_its_temp_dir(c
     assert_clean(case)
 
 
+@pytest.mark.parametrize("held", ["", "my own notes, not MLIR\n"], ids=["empty", "the user's file"])
+def test_a_run_stopped_before_its_first_improvement_does_not_present_the_output_as_its_result(case: Path, held: str):
+    """Audit 16 (D4): an output the run never wrote (an empty one made beforehand, as
+    `mktemp` does, or a file of the user's under --fresh) was "the smallest interesting
+    program so far", "trivial", and the report's reproducer."""
+    from test_faults import BIG
+
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "check.sh", '[ "$(grep -c negf "$1")" -eq 40 ] && grep -q math.exp "$1"')  # nothing smaller
+    (case / "o.mlir").write_text(held)
+    args = ["--check", "check.sh", "-j", "1", "-o", "o.mlir", "--max-checks", "2", "--stats-json", "s.json"]
+    proc = cli(case, "input.mlir", *args, "--report-json", "r.json", *(["--fresh"] if held else []))
+    assert proc.returncode == session.EXIT_STOPPED, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.endswith("no smaller program was found yet; o.mlir is as it was"), proc.stderr
+    assert "trivial" not in proc.stderr
+    assert (case / "o.mlir").read_text() == held
+    assert json.loads((case / "s.json").read_text())["trivial"] is False
+    assert "math.exp" in json.loads((case / "r.json").read_text())["program"]  # the input, not the file
+    (case / "p.mlir").write_text(held)
+    from reducer import api
+
+    done = api.reduce(
+        case / "input.mlir", check=case / "check.sh", jobs=1, output=case / "p.mlir", max_checks=2, fresh=True
+    )
+    assert done.status == "stopped" and done.text == BIG and not done.trivial  # the API's result too
+    assert_clean(case)
+
+
 def test_a_recorded_compile_command_may_differ_only_by_what_triage_adds():
     """Calibration (the signature, the timeout) and the triage flags (--compile-to, ...)
     are the run's own; a flag none of them adds is not: iree-compile's linker path flags

@@ -66,6 +66,8 @@ class Result(Protocol):
     def final_verdict(self) -> Verdict | None: ...
     @property
     def input_size(self) -> Size | None: ...
+    @property
+    def written(self) -> bool: ...
 
 
 SCHEMA = "ireereduce-report/1"
@@ -147,7 +149,7 @@ def build(result: Result, input_path: str, status: str, inputs_folder: str | Non
     """The report's content; the output file holds the program the report shows (until
     a run has found something smaller, the input does). A numeric mismatch's inputs are
     written to inputs_folder, beside the report, for its commands."""
-    shown = result.output if os.path.exists(result.output) else input_path
+    shown = result.output if os.path.exists(result.output) and result.written else input_path
     program = ""
     if os.path.isfile(shown):
         with open(shown, "rb") as f:

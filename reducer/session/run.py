@@ -685,4 +685,5 @@ class Run:
             self.input_size,
             flaky,
             state.path if state is not None and state.exists() else None,
+            self.guard.good is not None,
         )

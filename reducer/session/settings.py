@@ -256,3 +256,6 @@ class Result:
     input_size: Size | None = None
     flaky: str | None = None  # what the re-checks saw, when they disagreed
     state_dir: str | None = None  # kept for a rerun to continue from
+    #: The output holds a program this run stands behind: one it wrote, the earlier result it
+    #: started from, or what the run it continues wrote. Else a file the run never wrote.
+    written: bool = True
