@@ -106,6 +106,25 @@ def test_the_cap_is_a_share_of_memory_and_never_below_the_floor(tmp_path: Path):
     assert stream.cap() >= stream.FLOOR  # this machine's
 
 
+@pytest.mark.parametrize("name", ["/dev/stdin", "/dev/fd/0"])
+def test_a_file_redirected_to_stdin_without_an_output_asks_for_one(case: Path, name: str):
+    """Audit 16 (W5): `ireereduce /dev/stdin < prog.mlir` wrote /dev/stdin.reduced.mlir,
+    a file in /dev (as root), with its lock and state beside it; /dev/fd/0 said that
+    /proc/PID/fd was not writable."""
+    with open(case / "input.mlir", "rb") as given:
+        done = command(case, name, "--check", "./check.sh", stdin=given)
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert (
+        error_line(done.stderr)
+        == f"ireereduce: error: reading the input from a stream ({name}) needs -o FILE for the result"
+    )
+    assert not any(n.endswith(".reduced.mlir") for n in os.listdir("/dev"))
+    with open(case / "input.mlir", "rb") as given:
+        done = command(case, name, "--check", "./check.sh", "-o", "out.mlir", stdin=given)
+    assert done.returncode == 0, done.stderr
+    assert_clean(case)
+
+
 def test_a_stream_input_without_an_output_asks_for_one(case: Path):
     """Audit 7 (W1): `ireereduce <(cat m.mlir)` said /proc/PID/fd was not writable."""
     writer = subprocess.Popen(["cat", str(case / "input.mlir")], stdout=subprocess.PIPE)

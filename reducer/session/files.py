@@ -366,7 +366,10 @@ def _output(settings: Settings) -> str:
 
 
 def _is_stream(path: str) -> bool:
-    """A pipe or FIFO (`<(zcat m.mlir.gz)` is /dev/fd/63): no file to put a result beside."""
+    """A pipe or FIFO (`<(zcat m.mlir.gz)` is /dev/fd/63), or a name in /dev or /proc
+    (`/dev/stdin < prog.mlir`): no file to put a result beside."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")):
+        return True
     try:
         return stat.S_ISFIFO(os.stat(path).st_mode)
     except (OSError, ValueError):

@@ -404,6 +404,12 @@ class Run:
                 )
                 log.info("%s", findings.notes[-1])
                 text = previous
+        elif settings.fresh and os.path.isfile(self.output) and (held := os.path.getsize(self.output)):
+            log.warning(
+                "--fresh: %s holds %d bytes; the run starts from the input, and its first improvement replaces them",
+                self.output,
+                held,
+            )
         findings.notes[:0] = self.notes
         self.notes = list(findings.notes)
         return Start(text, oracle, verdict, timeout, findings, original_text)
