@@ -36,10 +36,9 @@ def main() -> None:
         # collector's passes over everything it built would only delay the exit: a
         # tenth to a fifth of a second on the parallel benchmark, at the end of every run.
         gc.freeze()
-        # Its exit code is decided: a stop now (a supervisor's second SIGTERM) must not
-        # turn it into 143 while Python shuts down, which puts back the default handlers.
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_IGN)
+        from reducer.core.processes import ignore_stops
+
+        ignore_stops()  # a supervisor's second SIGTERM while Python shuts down: not exit 143
 
 
 class _Lossy:

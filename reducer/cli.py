@@ -384,9 +384,9 @@ def main(**params: Any) -> None:
 
         sys.exit(localize_only(params["input_file"], settings))
     done = _reduce(source, settings, params)
+    processes.ignore_stops()  # the run is over, its result stands: the summary is told whole
     _stop_worker_logging()
-    with contextlib.suppress(KeyboardInterrupt):  # the run is over; the line below says how it ended
-        _summary(done.console or _console(), done.reduction.result)
+    _summary(done.console or _console(), done.reduction.result)
     sys.exit(_tell_end(done.reduction, params["trivial_is_error"]))
 
 

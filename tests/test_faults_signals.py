@@ -672,13 +672,40 @@ def test_a_stop_while_the_command_imports_is_exit_130(case: Path, signum: int, h
 
 
 # -- a second stop while the first one ends the run ---------------------------------------
-def test_stops_while_a_stopped_run_exits_leave_its_exit_code(case: Path):
+_STOP_AS_THE_SUMMARY_STARTS = """
+import os, signal, sys
+import reducer.cli as command
+real = command._summary
+def summary(console, result):  # the stop arrives once the run's result is decided
+    os.kill(os.getpid(), signal.SIGINT)
+    real(console, result)
+command._summary = summary
+sys.argv = ["ireereduce", "input.mlir", "--check", "check.sh", "-j", "1"]
+from reducer.__main__ import main
+main()
+"""
+
+
+def test_a_stop_once_the_result_is_decided_leaves_the_summary_whole(case: Path):
+    """Audit 16 (W3): a stop after the run had its result, raised in the summary (or in a
+    weakref callback there: "Exception ignored in ..."), cut it short."""
+    make_script(case / "check.sh", 'grep -q math.exp "$1"')
+    proc = _python(case, _STOP_AS_THE_SUMMARY_STARTS)
+    assert proc.returncode == 0, proc.stderr
+    assert "checked candidates:" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("when", ["mid-run", "while the original is checked"])
+def test_stops_while_a_stopped_run_exits_leave_its_exit_code(case: Path, when: str):
     """Audit 16 (D5): SIGTERMs after the run had said "interrupted", while Python shut
     down (which puts back the default handlers), killed it: exit 143, undocumented."""
     (case / "input.mlir").write_text(BIG)
-    make_script(case / "check.sh", 'sleep 0.2; grep -q math.exp "$1"')
+    slow = f"touch {case}/started; sleep 5" if when != "mid-run" else "sleep 0.2"
+    make_script(case / "check.sh", f'{slow}; grep -q math.exp "$1"')
     proc = start(case, "input.mlir", "--check", "check.sh", "-j", "2")
-    wait_for(lambda: (case / "input.reduced.mlir").exists())
+    wait_for(lambda: (case / ("input.reduced.mlir" if when == "mid-run" else "started")).exists())
     proc.send_signal(signal.SIGINT)
     assert proc.stderr is not None
     for line in proc.stderr:  # to the end of what it says
@@ -689,7 +716,7 @@ def test_stops_while_a_stopped_run_exits_leave_its_exit_code(case: Path):
             proc.send_signal(signal.SIGTERM)
         time.sleep(0.01)
     assert proc.wait() == session.EXIT_INTERRUPTED
-    assert "math.exp" in (case / "input.reduced.mlir").read_text()
+    assert when != "mid-run" or "math.exp" in (case / "input.reduced.mlir").read_text()
     assert_clean(case)
 
 

@@ -30,6 +30,13 @@ def no_core_dumps() -> None:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def ignore_stops() -> None:
+    """The command's result is decided: a stop now could only cut what it says, or (while
+    Python shuts down and puts back the default handlers) turn its exit code into 143."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def leave_stops_to_parent() -> None:
     """In a worker process: the stop signals do nothing here (the main process stops the
     workers), and those that came while it started (`stops_deferred`) are taken now. A
