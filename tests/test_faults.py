@@ -559,6 +559,16 @@ def test_a_bom_is_stripped_and_said(case: Path):
     assert_clean(case)
 
 
+def test_a_check_that_needs_the_bom_is_told_it_was_removed(case: Path):
+    """Audit 16 (W8): "not interesting ... for the input as given", which by hand it was."""
+    (case / "input.mlir").write_bytes("\ufeff".encode() + SMALL.encode())
+    make_script(case / "check.sh", '[ "$(head -c 3 "$1" | od -An -tx1 | tr -d " ")" = efbbbf ]')
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert proc.returncode == session.EXIT_NOT_INTERESTING, proc.stderr
+    assert error_line(proc.stderr).endswith("the input's UTF-8 byte-order mark was removed before the check")
+    assert_clean(case)
+
+
 def test_text_mode_output_has_no_whitespace_padding(case: Path):
     (case / "input.mlir").write_text("not { mlir\n" + " " * 3000 + "\n\n\n" * 500 + "   BUG    \t \n" + "\n" * 400)
     make_script(case / "check.sh", 'grep -q BUG "$1"')

@@ -41,6 +41,7 @@ from reducer.session.settings import (
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_CHANGED_FILES,
     EXIT_EXECUTOR,
+    EXIT_NOT_INTERESTING,
     EXIT_USAGE,
     Findings,
     Flaky,
@@ -363,10 +364,14 @@ class Run:
             self.begin = self.resume.start
             self.notes.extend(self.begin.findings.notes)
         else:
-            self.begin = self._check_start(text)
-            # A typo in a strategy's name must leave no state: the corrected command
-            # would find it and refuse to start (the names are checked once the registry
-            # has loaded, which it does while the original's checks run).
+            try:
+                self.begin = self._check_start(text)
+            except UserError as exc:  # a check that needs the mark cannot pass: say it was removed
+                if exc.code == EXIT_NOT_INTERESTING and text is not self.raw:
+                    exc.args = (f"{exc}; the input's UTF-8 byte-order mark was removed before the check",)
+                raise
+            # A typo in a strategy's name leaves no state for the corrected command to refuse
+            # (the names are checked once the registry loaded, while the original's checks ran).
             if self.loaded is None:
                 self.loaded = wiring.registry()
             check_strategy_names(self.settings.strategies, self.settings.skip_strategies, self.loaded)
