@@ -121,6 +121,31 @@ def test_abort_leaves_no_worker_and_no_check_behind(tmp_path: Path):
     assert len(pids.read_text().split()) == 2  # the queued one never started
 
 
+@pytest.mark.parametrize("where", ["as its loop starts", "once its loop runs"])
+def test_a_stop_as_the_pool_finishes_starting_leaves_no_worker(monkeypatch: pytest.MonkeyPatch, where: str):
+    """Audit 17 (D2): a stop just after the workers were forked, before the pool's loop and
+    its exit hook were in place, escaped with the workers alive: the process printed
+    "interrupted" and then waited for them at exit, for ever."""
+    import psutil
+
+    from reducer.core import executor as pool
+
+    before, forked = {p.pid for p in psutil.Process().children()}, []
+
+    def stop(*_args: object, **_kw: object) -> None:  # the workers are forked by now
+        forked.extend(p.pid for p in psutil.Process().children() if p.pid not in before)
+        raise KeyboardInterrupt
+
+    if where == "as its loop starts":
+        monkeypatch.setattr(pool.threading.Thread, "start", stop)
+    else:
+        monkeypatch.setattr(pool.atexit, "register", stop)
+    with pytest.raises(KeyboardInterrupt):
+        LocalExecutor(None, 2)
+    monkeypatch.undo()
+    assert len(forked) == 2 and wait_for(lambda: not any(alive(pid) for pid in forked), 30.0), forked
+
+
 # (SIGTERM, SIGINT and SIGHUP are the main process's to handle: a worker that gets one
 # goes on, see tests/test_faults_signals.py.)
 @pytest.mark.parametrize("sig", [signal.SIGKILL])

@@ -356,20 +356,23 @@ class LocalExecutor(Executor):
         self._closing = False
         self._ends: list[multiprocessing.connection.Connection] = []  # the parent's ends of the workers' pipes
         self._pool: list[_Worker] = []
+        self._thread = threading.Thread(target=self._loop, name="ireereduce-executor", daemon=True)
         try:
             self._wake_r, self._wake_w = os.pipe()
             self._start_pool(memory_limit)
+            self._thread.start()
+            # The workers ignore SIGTERM, which multiprocessing sends its daemons at exit before
+            # it joins them: a pool never closed would hang the exit.
+            atexit.register(self.close, abort=True)
         except BaseException as exc:  # Ctrl-C while they start, too: none of them outlives this
-            self._abandon()
+            if self._thread.ident is not None:  # the loop runs (audit 17: a stop here hung the exit)
+                self.close(abort=True)
+            else:
+                self._abandon()
             if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
                 limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
                 raise OpenFilesLimit(limit, (_open_files() or 3) + FD_WORKER + FD_CHECK) from None
             raise
-        self._thread = threading.Thread(target=self._loop, name="ireereduce-executor", daemon=True)
-        self._thread.start()
-        # The workers ignore SIGTERM, which multiprocessing sends its daemons at exit before
-        # it joins them: a pool never closed would hang the exit.
-        atexit.register(self.close, abort=True)
 
     # -- the engine's side ------------------------------------------------------------
     def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
