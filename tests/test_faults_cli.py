@@ -130,7 +130,9 @@ def test_a_check_given_with_its_arguments_is_stamped_and_watched_as_its_script(c
     assert_clean(case)
 
 
-@pytest.mark.parametrize("how", ["log into --inputs", "report over --inputs", "log into --compile", "-o on --compile"])
+@pytest.mark.parametrize(
+    "how", ["log into --inputs", "-o on --inputs a,b", "report over --inputs", "log into --compile", "-o on --compile"]
+)
 def test_the_arrays_and_the_compiler_a_run_reads_are_never_written(case: Path, how: str):
     """Audit 16 (D3): --log-file appended into an --inputs array or into the user's
     --compile wrapper, --report's inputs folder replaced the run's own --inputs, and
@@ -138,6 +140,7 @@ def test_the_arrays_and_the_compiler_a_run_reads_are_never_written(case: Path, h
     import numpy as np
 
     np.save(case / "a.npy", np.array([0.5, 1.5, -2, 3], dtype=np.float32))
+    np.save(case / "b.npy", np.array([1, 2, 3, 4], dtype=np.float32))
     (case / "r.md.inputs").mkdir()
     np.save(case / "r.md.inputs" / "input0.npy", np.array([1, 2, 3, 4], dtype=np.float32))
     wrap = make_script(case / "wrap.sh", f'touch {case}/ran; exec iree-compile "$@"')
@@ -147,6 +150,11 @@ def test_the_arrays_and_the_compiler_a_run_reads_are_never_written(case: Path, h
         "log into --inputs": (
             mismatch + ["--inputs", "a.npy", "--log-file", "a.npy"],
             "a.npy",
+            "an array --inputs gives",
+        ),
+        "-o on --inputs a,b": (  # audit 17 (D1): the README's comma form
+            mismatch + ["--inputs", "a.npy,b.npy", "-o", "b.npy", "--fresh"],
+            "b.npy",
             "an array --inputs gives",
         ),
         "report over --inputs": (

@@ -389,12 +389,13 @@ def _read_by_the_run(settings: Settings) -> dict[str, str]:
         for used in settings.check_files:
             protected.setdefault(os.path.realpath(used), f"{used}, which --check-files ships with the check")
         protected[os.path.realpath(script)] = f"the check script {script}"
-    for value in settings.inputs:  # an --inputs array, not a value written out (`4xf32=1,2,3,4`)
+    from reducer.session.wiring import input_entries, programs
+
+    for value in input_entries(settings.inputs):  # an array, not a value written out (`4xf32=1,2,3,4`)
         if os.path.isfile(value):
             protected.setdefault(os.path.realpath(value), f"{value}, an array --inputs gives")
-    from reducer.session.wiring import programs  # a compiler wrapper of the user's, say
 
-    for name, program in programs(settings):
+    for name, program in programs(settings):  # a compiler wrapper of the user's, say
         protected.setdefault(os.path.realpath(program), f"{program}, {name}")
     if settings.parameters:  # the archives are the user's
         from reducer.iree.parameters import split_spec

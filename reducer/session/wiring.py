@@ -290,14 +290,18 @@ def _parameters(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return absolute(specs)
 
 
+def input_entries(entries: Sequence[str]) -> list[str]:
+    """--inputs' values one by one: an entry with '=' is one iree-run-module value; others
+    may list files (a.npy,b.npy)."""
+    return [part.strip() for e in entries for part in ([e] if "=" in e else e.split(",")) if part.strip()]
+
+
 def _given(entries: Sequence[str]) -> tuple[bytes, ...]:
-    """--inputs, read now: the values travel with the oracle (to Dask workers too). An
-    entry with '=' is one iree-run-module value; others may list files: a.npy,b.npy."""
+    """--inputs, read now: the values travel with the oracle (to Dask workers too)."""
     from reducer.iree import inputs
 
-    split = [part for e in entries for part in ([e] if "=" in e else e.split(",")) if part.strip()]
     try:
-        return tuple(inputs.to_bytes(inputs.given(e.strip())) for e in split)
+        return tuple(inputs.to_bytes(inputs.given(e)) for e in input_entries(entries))
     except inputs.Unreadable as exc:
         raise UserError(EXIT_BAD_INPUT, f"--inputs: {exc}") from None
     except ValueError as exc:  # a value written wrong: the command line
