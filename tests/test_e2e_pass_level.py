@@ -217,10 +217,11 @@ def test_pass_level_reduces_the_failing_pass_and_reports_both_commands(tmp_path:
     assert "iree-opt --run-reproducer" in markdown and level["input_level"] in markdown
 
 
-def test_pass_level_replays_with_the_iree_opt_beside_the_compiler_given_by_path(tmp_path: Path):
+@pytest.mark.parametrize("linked", [False, True], ids=["path", "link to it"])
+def test_pass_level_replays_with_the_iree_opt_beside_the_compiler_given_by_path(tmp_path: Path, linked: bool):
     """The review: a compiler engineer's own build, given by path, wrote the reproducer,
     and iree-opt as PATH found it (another build, or the wheel's) replayed it. The
-    build's own iree-opt replays it now."""
+    build's own iree-opt replays it now; audit 17 (W5): also through a link to it."""
     import shutil
 
     from conftest import make_script
@@ -233,7 +234,12 @@ def test_pass_level_replays_with_the_iree_opt_beside_the_compiler_given_by_path(
     src = tmp_path / "model.mlir"
     src.write_text(EXAMPLE.read_text())
     out = tmp_path / "out.mlir"
-    command = CMD.replace("iree-compile", str(build / "iree-compile"), 1)
+    program = build / "iree-compile"
+    if linked:
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "iree-compile").symlink_to(program)
+        program = tmp_path / "bin" / "iree-compile"
+    command = CMD.replace("iree-compile", str(program), 1)
     with pytest.raises(LimitReached) as stopped:  # the triage, and a few checks of the reduction
         reduce_file(Settings(str(src), compile=command, pass_level=True, output=str(out), jobs=2, max_checks=4))
     result = stopped.value.result

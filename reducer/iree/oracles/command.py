@@ -60,8 +60,11 @@ def beside(program: str, name: str) -> str:
     build. A bare name, or none there: the bare name, found as `resolve_tool` finds it."""
     if os.sep not in program:
         return name
-    there = os.path.join(os.path.dirname(os.path.abspath(program)), name)
-    return there if os.path.isfile(there) and os.access(there, os.X_OK) else name
+    for where in (os.path.abspath(program), os.path.realpath(program)):  # a link's, then its build's
+        there = os.path.join(os.path.dirname(where), name)
+        if os.path.isfile(there) and os.access(there, os.X_OK):
+            return there
+    return name
 
 
 def _our_wrapper(found: str, name: str) -> bool:
