@@ -14,7 +14,7 @@ from reducer.core.oracle import whole
 from reducer.core.state import cannot_write
 from reducer.session import files
 from reducer.session.files import WRITE_ERRORS, rescue
-from reducer.session.scripts import script_and_args
+from reducer.session.scripts import check_file
 from reducer.session.settings import EXIT_BAD_CHECK, EXIT_CANNOT_WRITE, EXIT_CHECK_CHANGED_FILES, Settings, UserError
 
 log = logging.getLogger(__name__)
@@ -28,8 +28,7 @@ class Guard:
     def __init__(self, settings: Settings, output: str, attach: Callable[[bytes], bytes] | None = None) -> None:
         self.settings = settings
         self.output = output
-        #: The check's script (`-c "./check.sh ARG"`: its file, not the whole string).
-        self.script = script_and_args(settings.check)[0] if settings.check else None
+        self.script = check_file(settings.check)
         self.paths = [settings.input, output] + ([self.script] if self.script else [])
         self.expected = {p: self._stat(p) for p in self.paths}
         self.good: bytes | None = None  # what the output holds: a program's `form`, without the trailer

@@ -367,7 +367,7 @@ class Run:
             try:
                 self.begin = self._check_start(text)
             except UserError as exc:  # a check that needs the mark cannot pass: say it was removed
-                if exc.code == EXIT_NOT_INTERESTING and text is not self.raw:
+                if exc.code == EXIT_NOT_INTERESTING and self.raw.startswith(BOM):
                     exc.args = (f"{exc}; the input's UTF-8 byte-order mark was removed before the check",)
                 raise
             # A typo in a strategy's name leaves no state for the corrected command to refuse

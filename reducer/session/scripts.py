@@ -27,6 +27,12 @@ def script_and_args(check: str) -> tuple[str, tuple[str, ...]]:
     return check, ()
 
 
+def check_file(check: str | None) -> str | None:
+    """The check's script file (`-c "./check.sh ARG"`: ./check.sh), as the oracle runs it:
+    what the resume stamps, the guard watches and no output may name."""
+    return script_and_args(check)[0] if check else None
+
+
 def shipped_files(script: str) -> list[str]:
     """Files a check script names (a reference output, a helper next to it): words of
     its text that are existing files, relative to its directory or the current one."""

@@ -22,7 +22,7 @@ from reducer.session.checks import check_repeatedly
 from reducer.session.files import default_state_dir, user_error
 from reducer.session.guard import Guard
 from reducer.session.overlap import Reprinted
-from reducer.session.scripts import script_and_args
+from reducer.session.scripts import check_file
 from reducer.session.settings import (
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_HANGS,
@@ -80,7 +80,7 @@ def open_state(settings: Settings, data: bytes, output: str, basename: str = "in
     must find the same file)."""
     state = None if settings.no_state else RunState(settings.state_dir or default_state_dir(output), output)
     files = [split_parameters(spec) for spec in settings.parameters] + programs(settings)
-    fp = fingerprint(settings, data, files, script_and_args(settings.check)[0] if settings.check else None)
+    fp = fingerprint(settings, data, files, check_file(settings.check))
     recorded = state.load(fp) if state is not None else None
     if state is not None and recorded is not None:
         if settings.fresh:

@@ -133,7 +133,7 @@ def replay_settings(settings: Settings, pipeline: str) -> Settings:
     --compile's own iree-opt when it has one."""
     from reducer.session.wiring import replay_tool
 
-    tool = replay_tool(settings) if settings.compile is not None else settings.replay_tool
+    tool = replay_tool(settings)
     return attrs.evolve(settings, check=None, compile=None, pass_level=False, pass_pipeline=pipeline, replay_tool=tool)
 
 

@@ -27,7 +27,7 @@ from reducer.core.state import PROGRAM
 from reducer.core.strategy import Strategy, canonical_name, discover
 from reducer.core.workspace import Candidate, Workspace
 from reducer.session.finish import FINAL_CONFIRM
-from reducer.session.scripts import check_script, script_and_args, unrunnable
+from reducer.session.scripts import check_file, check_script, script_and_args, unrunnable
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
     EXIT_BAD_INPUT,
@@ -261,20 +261,20 @@ def programs(settings: Settings) -> list[tuple[str, str]]:
             for word in argv[:1] + [w for w in argv[1:] if os.path.basename(w) in IREE_TOOLS]:
                 found.append((f"{PROGRAM}{option}", _found(resolve_tool(word))))
     if settings.pass_level or settings.pass_pipeline is not None:  # the replay's iree-opt
-        opt = replay_tool(settings) if settings.pass_level else settings.replay_tool
-        found.append((f"{PROGRAM}iree-opt", _found(resolve_tool(opt))))
+        found.append((f"{PROGRAM}iree-opt", _found(resolve_tool(replay_tool(settings)))))
     return [(name, path) for name, path in found if path is not None]  # one not found is refused
 
 
 def replay_tool(settings: Settings) -> str:
-    """The iree-opt that replays --pass-level's reproducers: the one beside --compile's
-    program when that is given by path, else iree-opt as PATH finds it."""
+    """The iree-opt that replays a reproducer: for --pass-level, the one beside --compile's
+    program when that is given by path (else iree-opt as PATH finds it); without a
+    --compile, the settings' own (a crash reproducer as the input)."""
     from reducer.iree.oracles.command import beside
 
     with contextlib.suppress(ValueError):
         if argv := shlex.split(settings.compile or ""):
             return beside(argv[0], "iree-opt")
-    return "iree-opt"
+    return settings.replay_tool
 
 
 def split_parameters(spec: str) -> tuple[str, str]:
@@ -507,7 +507,7 @@ def _shippable(path: str) -> str | None:
 
 def _dask(settings: Settings, oracle: Oracle | None) -> Executor:
     # Shipped by bare name beside the check script: two of one name would overwrite each other.
-    names = {os.path.basename(script_and_args(settings.check)[0]): "the check script"} if settings.check else {}
+    names = {os.path.basename(script): "the check script"} if (script := check_file(settings.check)) else {}
     for path in settings.check_files:
         why = _shippable(path)
         if why is not None:
