@@ -143,7 +143,12 @@ def test_a_stop_as_the_pool_finishes_starting_leaves_no_worker(monkeypatch: pyte
     with pytest.raises(KeyboardInterrupt):
         LocalExecutor(None, 2)
     monkeypatch.undo()
-    assert len(forked) == 2 and wait_for(lambda: not any(alive(pid) for pid in forked), 30.0), forked
+    try:
+        assert len(forked) == 2 and wait_for(lambda: not any(alive(pid) for pid in forked), 30.0), forked
+    finally:  # without the fix they would outlive the test, and the test process would wait on them at exit
+        for pid in forked:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # (SIGTERM, SIGINT and SIGHUP are the main process's to handle: a worker that gets one
