@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 import pytest
-from conftest import needs_iree
+from conftest import make_script, needs_iree
 from programs import COMPILE
 
 from reducer import session
@@ -344,6 +344,32 @@ def test_a_mismatch_run_reduces_the_cut_out_dispatch(tmp_path: Path):
     # block: without that, 36 of 80 checks failed to run and the argument stayed 4x8
     assert "tensor<4x8xf32>" not in text, text
     assert result.stats.outcomes.get("run failed", 0) <= 12, result.stats.outcomes
+
+
+@needs_iree
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_traced_run_is_the_originals_second_check(tmp_path: Path, jobs: int):
+    """A localising run compiles the original untraced once, not twice: the traced run
+    (which mismatches the same way) stands in for the second check, beside the first
+    with two workers and after it with one."""
+    from reducer.iree.oracles.command import resolve_tool
+
+    settings = mlp_settings(tmp_path, output=str(tmp_path / "out.mlir"), jobs=jobs, reduce_flags=False)
+    log = tmp_path / "compiles"
+    wrapper = make_script(
+        tmp_path / "compile-a",
+        f'for a in "$@"; do case "$a" in *.mlir) src="$a";; esac; done\n'
+        f'if cmp -s "$src" "{settings.input}"; then\n'
+        f'  case "$*" in *--compile-to=*) ;; *trace-dispatch-tensors*) echo traced;; *) echo plain;; esac >> "{log}"\n'
+        f'fi\nexec {resolve_tool("iree-compile")} "$@"',
+    )
+    compile_ = str(wrapper) + (settings.compile or "")[len("iree-compile") :]
+    settings = attrs.evolve(settings, compile=compile_, strategies=("drop-ops",), max_checks=2)
+    with pytest.raises(LimitReached) as stopped:  # the start is what is counted here
+        reduce_file(settings)
+    result = stopped.value.args[0]
+    assert any(n.startswith("localised to dispatch #1 ") for n in result.findings.notes)
+    assert sorted(log.read_text().split()) == ["plain", "traced"]
 
 
 def test_inputs_follow_a_signature_the_reduction_changed():

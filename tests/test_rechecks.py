@@ -258,3 +258,77 @@ def test_the_reprint_goes_early_only_with_a_worker_for_it_and_a_fresh_start(
             reprinted.cancel()
     assert (reprinted is not None) == early
     assert len(submitted) == (3 if early else 2)
+
+
+class Look:
+    """A `Beside` that records what it was asked, agreeing (or not) with the verdict."""
+
+    def __init__(self, agree: bool, starts: bool = True) -> None:
+        self.agree, self.starts = agree, starts
+        self.started: list[bool] = []
+        self.heard: list[bool] = []  # each verdict's `interesting` it was asked about
+        self.cancelled = 0
+
+    def start(self, oracle, now: bool) -> bool:
+        self.started.append(now)
+        return self.starts
+
+    def agrees(self, verdict) -> bool:
+        self.heard.append(verdict.interesting)
+        return self.agree
+
+    def cancel(self) -> None:
+        self.cancelled += 1
+
+
+def _checked_with(tmp_path: Path, look: Look, workers: int, body: str = 'grep -q math.atan2 "$1"') -> int:
+    """How many checks of the original check_original submitted, with `look` beside them."""
+    from reducer.session import Settings
+    from reducer.session.guard import Guard
+    from reducer.session.start import check_original
+
+    src = tmp_path / "in.mlir"
+    src.write_text(UNPRINTED)
+    check = str(make_script(tmp_path / "check.sh", body))
+    settings = Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=workers, no_state=True)
+    submitted: list[bytes] = []
+
+    class Counting(LocalExecutor):
+        def submit(self, data: bytes, oracle=None):
+            submitted.append(data)
+            return super().submit(data, oracle)
+
+    with Counting(None, workers) as ex:
+        check_original(
+            settings, UNPRINTED, "in.mlir", Guard(settings, settings.output), ex, reprint_early=False, beside=look
+        )
+    return len(submitted)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("agree", [True, False])
+def test_a_look_beside_the_original_that_agrees_is_its_second_check(tmp_path: Path, workers: int, agree: bool):
+    """A mismatch's traced run (reducer/session/traced.py) starts with the original's
+    first check (at once, given a second worker) and, when it agrees with that check's
+    verdict, stands in for the second: one whole-program check less before the run
+    localises. When it disagrees, the original is checked a second time, as before."""
+    look = Look(agree)
+    assert _checked_with(tmp_path, look, workers) == (1 if agree else 2)
+    assert look.started == [workers >= 2] and look.heard == [True]
+
+
+def test_a_look_that_did_not_start_leaves_both_checks(tmp_path: Path):
+    """Another oracle than a mismatch's is not traced: its original is checked twice."""
+    look = Look(True, starts=False)
+    assert _checked_with(tmp_path, look, 2) == 2
+    assert look.heard == []
+
+
+def test_a_look_beside_an_original_that_fails_is_cancelled(tmp_path: Path):
+    """The run ends there (exit 5): what runs beside the check must end with it."""
+    from reducer.session.settings import UserError
+
+    look = Look(False)
+    with pytest.raises(UserError):
+        _checked_with(tmp_path, look, 2, body="exit 1")
+    assert look.heard == [False] and look.cancelled == 1

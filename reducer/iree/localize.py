@@ -25,10 +25,10 @@ from collections.abc import Hashable, Sequence
 import attrs
 import numpy as np
 
-from reducer.core.oracle import candidate_dir
+from reducer.core.oracle import CancelFn, candidate_dir, never
 from reducer.iree import signature
 from reducer.iree.inputs import DTYPES
-from reducer.iree.oracles.mismatch import MismatchOracle
+from reducer.iree.oracles.mismatch import MismatchOracle, Side
 
 TRACE_FLAG = "--iree-flow-trace-dispatch-tensors"
 #: A data-tiled dispatch's header says how its tensors were printed: "=== NAME inputs
@@ -237,25 +237,57 @@ def first_wrong(
     return None
 
 
+@attrs.define
+class Traces:
+    """Both sides compiled with tracing and run once on the same inputs, or why not."""
+
+    sides: list[Side] = attrs.Factory(list)
+    failed: str = ""  # why there is no trace to read
+    seconds: float = 0.0
+
+    def agrees(self, oracle: MismatchOracle, original: object) -> bool:
+        """Whether the traced programs mismatch the way the untraced original did (its
+        verdict's signature): then the traced run is a second look at the original, as
+        good as checking it again."""
+        if self.failed or len(self.sides) != 2 or not isinstance(original, signature.Signature):
+            return False
+        a, b = self.sides[0].outputs, self.sides[1].outputs
+        return bool(a) and signature.numeric(a, b, oracle.rtol, oracle.atol).matches(original)
+
+
+def trace(oracle: MismatchOracle, data: bytes, basename: str, cancel: CancelFn = never) -> Traces:
+    """Run both sides traced on the oracle's inputs (side b on side a's values)."""
+    if oracle.timeout is not None:  # tracing is done once, and may compile far slower
+        oracle = attrs.evolve(oracle, timeout=oracle.timeout * TRACE_TIMEOUT_FACTOR)
+    done = Traces()
+    with candidate_dir(data, basename) as (tmp, path):
+        values = oracle.values()
+        for side, command in (("a", oracle.compile), ("b", oracle.against)):
+            ran = oracle.side(side, command.plus(TRACE_FLAG), path, tmp, values, cancel, keep=_KEEP_ALL)
+            done.sides.append(ran)
+            done.seconds += ran.seconds
+            if ran.failed is not None:
+                if ran.failed[0] == "timeout":
+                    done.failed = f"side {side}'s traced run timed out after {oracle.timeout:.0f} s"
+                else:
+                    last = ran.failed[2].strip().splitlines()[-1:] or [ran.failed[0]]
+                    done.failed = f"the traced run failed ({last[0][:200]})"
+                return done
+            values = ran.values
+    return done
+
+
 def localize(oracle: MismatchOracle, data: bytes, basename: str) -> Localized:
     """Run both sides traced on the oracle's inputs and find the first dispatch that goes
     wrong the original's way (the oracle's calibrated signature, else the traced run's)."""
-    if oracle.timeout is not None:  # tracing is done once, and may compile far slower
-        oracle = attrs.evolve(oracle, timeout=oracle.timeout * TRACE_TIMEOUT_FACTOR)
-    with candidate_dir(data, basename) as (tmp, path):
-        values = oracle.values()
-        sides = []
-        for side, command in (("a", oracle.compile), ("b", oracle.against)):
-            ran = oracle.side(side, command.plus(TRACE_FLAG), path, tmp, values, keep=_KEEP_ALL)
-            sides.append(ran)
-            if ran.failed is not None:
-                if ran.failed[0] == "timeout":
-                    why = f"side {side}'s traced run timed out after {oracle.timeout:.0f} s"
-                    return Localized(None, why, seconds=ran.seconds)
-                last = ran.failed[2].strip().splitlines()[-1:] or [ran.failed[0]]
-                return Localized(None, f"the traced run failed ({last[0][:200]})", seconds=ran.seconds)
-            values = ran.values
-    seconds = sum(s.seconds for s in sides)
+    return find(trace(oracle, data, basename), oracle)
+
+
+def find(traces: Traces, oracle: MismatchOracle) -> Localized:
+    """The first dispatch of the traced run that goes wrong the original's way."""
+    seconds, sides = traces.seconds, traces.sides
+    if traces.failed:
+        return Localized(None, traces.failed, seconds=seconds)
     final = signature.numeric(sides[0].outputs, sides[1].outputs, oracle.rtol, oracle.atol)
     if final.kind != "mismatch":
         return Localized(None, "the traced programs give the same outputs", seconds=seconds)

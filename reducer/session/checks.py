@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
+
+
+class Beside(Protocol):
+    """Work on the original that starts with its first check (at once with two workers or
+    more: `now`) and, when it agrees with that check's verdict, stands in for the second
+    check (`reducer.session.traced`: a mismatch's traced run)."""
+
+    def start(self, oracle: Oracle, now: bool) -> bool:
+        """Whether it started, and so stands in for the second check if it agrees."""
+
+    def agrees(self, verdict: Verdict) -> bool: ...
+
+    def cancel(self) -> None: ...
 
 
 def check_repeatedly(

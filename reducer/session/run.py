@@ -61,9 +61,9 @@ from reducer.session.start import (
     choose_workspace,
     open_journal,
     open_state,
-    previous_best,
     record_start,
     size_of,
+    where_to_start,
 )
 from reducer.session.wiring import (
     build_engine,
@@ -381,40 +381,26 @@ class Run:
 
     def _check_start(self, text: str) -> Start:
         settings = self.settings
-        oracle, verdict, timeout, self.flaky_start, self.early = check_original(
-            settings,
-            text,
-            self._basename(),
-            self.guard,
-            self.inner,
-            meanwhile=self._meanwhile,
-            # A smaller result already in the output may be where the run starts instead.
-            reprint_early=settings.fresh or not os.path.exists(self.output),
-            told=self.monitor.checking_original,
-            blob_sizes=self._blob_sizes(),
-        )
-        self.monitor.phase("triage")
-        findings = Findings()
         attach = self.blobs.attach if self.blobs is not None else triage.unchanged
-        text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach)
+        with triage.traced_original(settings, lambda: attach(text.encode()), self._basename()) as traced:
+            oracle, verdict, timeout, self.flaky_start, self.early = check_original(
+                settings,
+                text,
+                self._basename(),
+                self.guard,
+                self.inner,
+                meanwhile=self._meanwhile,
+                # A smaller result already in the output may be where the run starts instead.
+                reprint_early=settings.fresh or not os.path.exists(self.output),
+                told=self.monitor.checking_original,
+                blob_sizes=self._blob_sizes(),
+                beside=traced,
+            )
+            self.monitor.phase("triage")
+            findings = Findings()
+            text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach, traced)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
-        if not settings.fresh and os.path.exists(self.output):
-            previous = previous_best(
-                self.output, text, oracle, self.guard, self.inner, wiring.outside(settings), original_text
-            )
-            if previous is not None:
-                findings.notes.append(
-                    f"started from the smaller interesting program already in {self.output} "
-                    f"({len(previous.encode())} bytes; --fresh starts from the input)"
-                )
-                log.info("%s", findings.notes[-1])
-                text = previous
-        elif settings.fresh and os.path.isfile(self.output) and (held := os.path.getsize(self.output)):
-            log.warning(
-                "--fresh: %s holds %d bytes; the run starts from the input, and its first improvement replaces them",
-                self.output,
-                held,
-            )
+        text = where_to_start(settings, self.output, text, oracle, self.guard, self.inner, original_text, findings)
         findings.notes[:0] = self.notes
         self.notes = list(findings.notes)
         return Start(text, oracle, verdict, timeout, findings, original_text)

@@ -5,6 +5,7 @@ continues from (which skips all of this)."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from reducer.core.oracle import Oracle, RepeatOracle, Verdict
 from reducer.core.state import RunState, cannot_write, differences, fingerprint
 from reducer.core.workspace import MLIRWorkspace, Size, TextWorkspace, Workspace
 from reducer.session import triage
-from reducer.session.checks import check_repeatedly
+from reducer.session.checks import Beside, check_repeatedly
 from reducer.session.files import default_state_dir, user_error
 from reducer.session.guard import Guard
 from reducer.session.overlap import Reprinted
@@ -167,12 +168,14 @@ def check_original(
     reprint_early: bool = True,
     told: Callable[[float | None], object] = lambda timeout: None,
     blob_sizes: Mapping[str, int] | None = None,
+    beside: Beside | None = None,
 ) -> tuple[Oracle, Verdict, float, str | None, Reprinted | None]:
     """Run the check on the original twice (at once, given two workers): a check that
     disagrees with itself is flaky. While they run, (if `reprint_early`, with two
     workers or more) parse the original and check its re-printed form where that check
     does not depend on these verdicts (see `Reprinted`), and call `meanwhile` with it;
-    neither happens while an oracle measures time. `told` hears the checks' timeout."""
+    neither happens while an oracle measures time. `told` hears the checks' timeout;
+    `beside` may stand in for the second check (`judge_original`)."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
@@ -198,11 +201,13 @@ def check_original(
 
     try:
         oracle, verdict, timeout, flaky = judge_original(
-            settings, text, first, guard, executor, None if first.measures_time else while_checking
+            settings, text, first, guard, executor, None if first.measures_time else while_checking, beside
         )
     except BaseException:
         for e in early:
             e.cancel()
+        if beside is not None:
+            beside.cancel()
         raise
     return oracle, verdict, timeout, flaky, early[0] if early else None
 
@@ -214,17 +219,17 @@ def judge_original(
     guard: Guard,
     executor: Executor,
     meanwhile: Callable[[], None] | None,
+    beside: Beside | None = None,
 ) -> tuple[Oracle, Verdict, float, str | None]:
+    """The original checked twice, or once and `beside` (which starts with that check),
+    when beside agrees with its verdict; a second check if not."""
     # A timeout (of a check that does not time things) ends it: the run stops there.
+    ends = lambda v: v.timed_out and not first.measures_time  # noqa: E731
+    takes = beside is not None and not first.measures_time and beside.start(first, executor.workers >= 2)
     try:
-        verdicts = check_repeatedly(
-            executor,
-            first,
-            text.encode(),
-            2,
-            until=lambda v: v.timed_out and not first.measures_time,
-            meanwhile=meanwhile,
-        )
+        verdicts = check_repeatedly(executor, first, text.encode(), 1 if takes else 2, until=ends, meanwhile=meanwhile)
+        if takes and beside is not None and not ends(verdicts[0]) and not beside.agrees(verdicts[0]):
+            verdicts += check_repeatedly(executor, first, text.encode(), 1, until=ends)
     except OSError as exc:
         raise user_error(exc) from None
     guard.check()
@@ -324,6 +329,36 @@ def as_file(text: str, outside: Callable[[str], int] | None = None) -> Size:
     longer for its inline weights, was larger than one that still needs the archive, and
     an output of shrunk tensors (4xf32 -> 1xf32: the same bytes) was no smaller (audit 13)."""
     return Size(None, len(text.encode()), irutil.tensor_volume(text), outside(text) if outside is not None else 0)
+
+
+def where_to_start(
+    settings: Settings,
+    output: str,
+    text: str,
+    oracle: Oracle,
+    guard: Guard,
+    executor: Executor,
+    original: str,
+    findings: Findings,
+) -> str:
+    """text, or the smaller interesting program an earlier run left in the output
+    (`previous_best`), unless --fresh, which warns of what its first improvement replaces."""
+    if not settings.fresh and os.path.exists(output):
+        previous = previous_best(output, text, oracle, guard, executor, outside(settings), original)
+        if previous is not None:
+            findings.notes.append(
+                f"started from the smaller interesting program already in {output} "
+                f"({len(previous.encode())} bytes; --fresh starts from the input)"
+            )
+            log.info("%s", findings.notes[-1])
+            return previous
+    elif settings.fresh and os.path.isfile(output) and (held := os.path.getsize(output)):
+        log.warning(
+            "--fresh: %s holds %d bytes; the run starts from the input, and its first improvement replaces them",
+            output,
+            held,
+        )
+    return text
 
 
 def previous_best(

@@ -4,6 +4,7 @@ cleaned for upstream. Each only swaps the program or the oracle it is given."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -28,6 +29,7 @@ from reducer.session.settings import (
 if TYPE_CHECKING:
     from reducer.iree import reproducer
     from reducer.iree.oracles import CompileOracle
+    from reducer.session.traced import TracedOriginal
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +45,17 @@ def before(
     findings: Findings,
     executor: Executor,
     attach: Callable[[bytes], bytes] = unchanged,
+    traced: TracedOriginal | None = None,
 ) -> tuple[str, Oracle]:
     """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase.
     `attach` makes text's file (its blobs, `reducer.core.resources`): the dumps and traced
-    runs here run the compiler on it themselves, not through the executor."""
+    runs here run the compiler on it themselves, not through the executor. `traced`: a
+    mismatch's traced run, started beside the original's check (`traced_original`)."""
     from reducer.iree import dispatch, phases
     from reducer.iree.oracles import CompileOracle
 
     if settings.localize and oracle.kind == "numeric-mismatch":
-        return localized(settings, text, oracle, findings, executor, attach)
+        return localized(settings, text, oracle, findings, executor, attach, traced)
     if oracle.kind == "pass-replay":  # a crash reproducer: its resource goes back on the output (`trailer`)
         from reducer.iree import reproducer
 
@@ -280,6 +284,18 @@ def _at_pass_level(
     return reproducer.strip(found.text), replay
 
 
+def traced_original(
+    settings: Settings, data: Callable[[], bytes], basename: str
+) -> contextlib.AbstractContextManager[TracedOriginal | None]:
+    """For a mismatch the run localises: its traced run, to start beside the original's
+    check (`reducer.session.traced`), cancelled as the block ends; else None."""
+    if not settings.localize or (settings.oracle is None and (settings.check is not None or not settings.mismatch)):
+        return contextlib.nullcontext()
+    from reducer.session.traced import TracedOriginal
+
+    return contextlib.closing(TracedOriginal(data(), basename, settings.timeout))
+
+
 def localized(
     settings: Settings,
     text: str,
@@ -287,15 +303,20 @@ def localized(
     findings: Findings,
     executor: Executor,
     attach: Callable[[bytes], bytes] = unchanged,
+    traced: TracedOriginal | None = None,
 ) -> tuple[str, Oracle]:
     """A mismatch cut down to the first dispatch that goes wrong, fed its traced inputs,
-    when that still mismatches the original's way; else the whole program, and why."""
+    when that still mismatches the original's way; else the whole program, and why. The
+    traced run is `traced`'s when it ran (beside the original's check), else run here."""
     from reducer.iree import cut, localize
     from reducer.iree.oracles.mismatch import MismatchOracle
 
     assert isinstance(oracle, MismatchOracle)
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
-    where = localize.localize(oracle, attach(text.encode()), basename)
+    traces = traced.traces() if traced is not None else None
+    if traces is None:
+        traces = localize.trace(oracle, attach(text.encode()), basename)
+    where = localize.find(traces, oracle)
     findings.workflow_checks += 1  # both sides traced: one check's work
     if where.found is None:
         findings.notes.append(f"localisation: {where.reason}; reducing the whole program")
