@@ -346,30 +346,60 @@ def test_a_mismatch_run_reduces_the_cut_out_dispatch(tmp_path: Path):
     assert result.stats.outcomes.get("run failed", 0) <= 12, result.stats.outcomes
 
 
+def _watched_compile(tmp_path: Path, original: str) -> tuple[str, Path]:
+    """An iree-compile for side a that logs its compiles of the original: 'traced' as the
+    traced one starts; for the plain one, 'plain beside' if the traced one started before
+    it ended (it waits up to 5 s for it), else 'plain alone'. The command's program and
+    the log."""
+    from reducer.iree.oracles.command import resolve_tool
+
+    log, mark = tmp_path / "compiles", tmp_path / "traced-started"
+    wrapper = make_script(
+        tmp_path / "compile-a",
+        f'for a in "$@"; do case "$a" in *.mlir) src="$a";; esac; done\n'
+        f'cmp -s "$src" "{original}" || exec {resolve_tool("iree-compile")} "$@"\n'
+        f'case "$*" in\n'
+        f"  *--compile-to=*) ;;\n"
+        f'  *trace-dispatch-tensors*) echo traced >> "{log}"; touch "{mark}";;\n'
+        f'  *) for i in $(seq 50); do [ -e "{mark}" ] && break; sleep 0.1; done\n'
+        f'     if [ -e "{mark}" ]; then echo plain-beside; else echo plain-alone; fi >> "{log}";;\n'
+        f"esac\n"
+        f'exec {resolve_tool("iree-compile")} "$@"',
+    )
+    return str(wrapper), log
+
+
 @needs_iree
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_traced_run_is_the_originals_second_check(tmp_path: Path, jobs: int):
     """A localising run compiles the original untraced once, not twice: the traced run
     (which mismatches the same way) stands in for the second check, beside the first
     with two workers and after it with one."""
-    from reducer.iree.oracles.command import resolve_tool
-
     settings = mlp_settings(tmp_path, output=str(tmp_path / "out.mlir"), jobs=jobs, reduce_flags=False)
-    log = tmp_path / "compiles"
-    wrapper = make_script(
-        tmp_path / "compile-a",
-        f'for a in "$@"; do case "$a" in *.mlir) src="$a";; esac; done\n'
-        f'if cmp -s "$src" "{settings.input}"; then\n'
-        f'  case "$*" in *--compile-to=*) ;; *trace-dispatch-tensors*) echo traced;; *) echo plain;; esac >> "{log}"\n'
-        f'fi\nexec {resolve_tool("iree-compile")} "$@"',
-    )
-    compile_ = str(wrapper) + (settings.compile or "")[len("iree-compile") :]
+    program, log = _watched_compile(tmp_path, settings.input)
+    compile_ = program + (settings.compile or "")[len("iree-compile") :]
     settings = attrs.evolve(settings, compile=compile_, strategies=("drop-ops",), max_checks=2)
     with pytest.raises(LimitReached) as stopped:  # the start is what is counted here
         reduce_file(settings)
     result = stopped.value.args[0]
     assert any(n.startswith("localised to dispatch #1 ") for n in result.findings.notes)
-    assert sorted(log.read_text().split()) == ["plain", "traced"]
+    assert sorted(log.read_text().split()) == ["plain-beside" if jobs > 1 else "plain-alone", "traced"]
+
+
+@needs_iree
+def test_localize_only_traces_beside_the_originals_check(tmp_path: Path):
+    settings = mlp_settings(tmp_path)
+    program, log = _watched_compile(tmp_path, settings.input)
+    proc = subprocess.run(
+        [sys.executable, "-m", "reducer", settings.input, "-o", str(tmp_path / "cut.mlir"), "--localize-only", "-j2"]
+        + ["--mismatch", "--compile", program + (settings.compile or "")[len("iree-compile") :]]
+        + ["--against", settings.against or ""],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "dispatch #1 of 6: main_dispatch_1::" in proc.stdout
+    assert sorted(log.read_text().split()) == ["plain-beside", "traced"]
 
 
 def test_inputs_follow_a_signature_the_reduction_changed():

@@ -62,13 +62,17 @@ class TracedOriginal:
         if self.oracle is None or not verdict.interesting:
             self.cancel()
             return False
-        # A check's calibrated timeout, as `start.judge_original` sets it; tracing may take ten.
-        self.deadline = self.began + localize.TRACE_TIMEOUT_FACTOR * (self.timeout or 10 * verdict.seconds + 5.0)
+        self.time_after(verdict)
         try:
             traces = self.traces()
         except Exception:  # raised again where the localisation reads it
             return False
         return traces is not None and traces.agrees(self.oracle, verdict.signature)
+
+    def time_after(self, verdict: Verdict) -> None:
+        """Cut the traced run off at TRACE_TIMEOUT_FACTOR times the check's calibrated
+        timeout (as `start.judge_original` sets it from the original's verdict)."""
+        self.deadline = self.began + localize.TRACE_TIMEOUT_FACTOR * (self.timeout or 10 * verdict.seconds + 5.0)
 
     def traces(self) -> localize.Traces | None:
         """The traced run, once it ended; None if it never started (another oracle)."""

@@ -403,17 +403,25 @@ def _localize_only(settings: Settings) -> int:
     oracle = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if oracle.kind != "numeric-mismatch":
         raise UserError(EXIT_USAGE, "--localize-only needs --mismatch (or --backends)")
-    verdict = oracle.run(text.encode())
-    for note in verdict.notes:  # --inputs that do not fit, as a reduction warns of them
-        log.warning("%s", note)
-    if not verdict.interesting:
-        from reducer.iree.oracles.mismatch import wrong_function
+    from reducer.session.traced import TracedOriginal
 
-        if (wrong := wrong_function(verdict)) is not None:
-            raise UserError(EXIT_USAGE, wrong)
-        raise UserError(EXIT_NOT_INTERESTING, f"the original does not mismatch: {oracle.why_not(verdict)}")
-    oracle = oracle.calibrate(verdict)
-    where = localize.localize(oracle, text.encode(), basename)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so
+    # The traced run starts beside the original's check, as a reduction's does (`traced.py`).
+    with contextlib.closing(TracedOriginal(text.encode(), basename, settings.timeout)) as traced:
+        traced.start(oracle, now=settings.workers() >= 2)
+        verdict = oracle.run(text.encode())
+        for note in verdict.notes:  # --inputs that do not fit, as a reduction warns of them
+            log.warning("%s", note)
+        if not verdict.interesting:
+            from reducer.iree.oracles.mismatch import wrong_function
+
+            if (wrong := wrong_function(verdict)) is not None:
+                raise UserError(EXIT_USAGE, wrong)
+            raise UserError(EXIT_NOT_INTERESTING, f"the original does not mismatch: {oracle.why_not(verdict)}")
+        oracle = oracle.calibrate(verdict)
+        traced.time_after(verdict)
+        traces = traced.traces()
+    assert traces is not None  # a mismatch's: its kind says so
+    where = localize.find(traces, oracle)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so
     if where.found is None:
         print(f"no dispatch found: {where.reason}")
         return EXIT_NOT_INTERESTING
