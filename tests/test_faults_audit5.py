@@ -83,6 +83,22 @@ def test_an_output_name_too_long_is_said_so(case: Path, length: int):
     assert_clean(case)
 
 
+def test_an_output_name_too_long_for_its_state_directory_is_said_first(case: Path):
+    """Audit 17 W6: a name that fits '.lock' but not '.resume' was refused only after the
+    original's checks, with exit 8. It is now a usage error up front; without a state
+    directory the name is fine."""
+    name = "a" * 249  # 254 bytes with '.lock', 256 with '.resume'
+    done = cli(case, "input.mlir", "--check", "./check.sh", "-o", name)
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    line = error_line(done.stderr)
+    assert "once '.resume' is added" in line and "--no-state" in line, line
+    assert "original" not in done.stderr  # said before any check
+    assert_clean(case)
+    done = cli(case, "input.mlir", "--check", "./check.sh", "-o", name, "--no-state")
+    assert done.returncode == session.EXIT_OK, done.stderr
+    assert (case / name).exists()
+
+
 @pytest.mark.parametrize("chosen", [("--strategies", "text-lines"), ("--strategies", "inline-parameters")])
 def test_strategies_that_find_nothing_to_try_are_said(case: Path, chosen: tuple[str, str]):
     """H45/H46 (weak): exit 0 with nothing tried and no word."""

@@ -430,7 +430,9 @@ def _check_derived(
         given[real] = what
     if refused is not None:  # never a directory the run did not make or was not given empty
         raise UserError(EXIT_USAGE, refused)
-    _name_fits(output, lock)
+    _name_fits(output, lock, ".lock")
+    if state is not None and not settings.state_dir:
+        _name_fits(output, state, ".resume")
     why = foreign_lock(lock)
     if why is not None:
         raise UserError(
@@ -440,20 +442,23 @@ def _check_derived(
         )
 
 
-def _name_fits(output: str, lock: str) -> None:
-    """The output's name and its lock's fit the file system (255 bytes a name on most):
-    else the lock's lookup fails with 'File name too long', which read as a lock of
-    someone else's."""
+def _name_fits(output: str, beside: str, suffix: str) -> None:
+    """The output's name and the name of what goes beside it (`suffix` added: its lock,
+    its state directory) fit the file system (255 bytes a name on most): else the
+    lock's lookup fails with 'File name too long', which read as a lock of someone
+    else's, and the state directory is refused only after the original's checks."""
     try:
-        os.lstat(lock)
+        os.lstat(beside)
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:
             size = len(os.path.basename(output).encode())
-            when = "" if size > 255 else " once '.lock' is added for the lock beside it"
+            what = "for the lock beside it" if suffix == ".lock" else "for the state directory beside it"
+            when = "" if size > 255 else f" once '{suffix}' is added {what}"
             raise UserError(
                 EXIT_USAGE,
                 f"the output name {os.path.basename(output)[:40]}... ({size} bytes) is too long for its "
-                f"file system{when}; give a shorter -o",
+                f"file system{when}; give a shorter -o"
+                + ("" if suffix == ".lock" else " (or --state-dir elsewhere, or --no-state)"),
             ) from None
 
 
