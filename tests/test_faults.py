@@ -1149,6 +1149,23 @@ def test_a_removed_output_directory_saves_the_best_where_it_can(case: Path):
     assert_clean(case)
 
 
+def test_an_input_deleted_during_the_run_is_said_deleted(case: Path):
+    """Audit 17 W4: a check that deleted the input was told as the input having
+    'changed', with advice to reduce it 'as it is now'."""
+    (case / "input.mlir").write_text(BIG)
+    count = case / "count"
+    make_script(
+        case / "check.sh",
+        f'echo x >> {count}; [ $(wc -l < {count}) -ge 5 ] && rm -f {case}/input.mlir; grep -q math.exp "$1"',
+    )
+    proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--strategies", "drop-ops")
+    assert proc.returncode == session.EXIT_CHECK_CHANGED_FILES, proc.stderr
+    line = error_line(proc.stderr)
+    assert "the input input.mlir was deleted during the run" in line and "put it back" in line, line
+    assert "changed" not in line and "as it is now" not in line, line
+    assert_clean(case)
+
+
 def test_the_users_own_edit_of_the_input_is_not_blamed_on_the_check(case: Path):
     (case / "input.mlir").write_text(BIG)
     make_script(case / "check.sh", 'sleep 0.2; grep -q math.exp "$1"')

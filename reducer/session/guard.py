@@ -120,7 +120,8 @@ class Guard:
     def _changed(self, path: str) -> str:
         """Who changed a file is not known (the check, or the user, or a script of theirs):
         say what changed, what it means for the run, and what to do."""
-        how = "changed during the run (size or modification time)"
+        gone = not os.path.lexists(path)
+        how = "was deleted during the run" if gone else "changed during the run (size or modification time)"
         if path == self.output:
             now = (
                 "it holds the last good program again"
@@ -140,7 +141,8 @@ class Guard:
         return (
             f"the input {path} {how}, by someone or by the check (which gets its own copy of the candidate "
             f"and should leave the input alone); the run reduces the input as it was when it started, so it "
-            f"stopped; {self.best()}; rerun with --fresh to reduce the input as it is now"
+            f"stopped; {self.best()}; "
+            + ("put it back to reduce it again" if gone else "rerun with --fresh to reduce the input as it is now")
         )
 
     def restore_output(self) -> None:
