@@ -99,6 +99,17 @@ def test_an_output_name_too_long_for_its_state_directory_is_said_first(case: Pat
     assert (case / name).exists()
 
 
+def test_the_temp_directory_as_state_directory_is_refused_up_front(case: Path):
+    """Audit 17 W1: --state-dir naming TMPDIR filled it with the run's own scratch
+    directory first, then refused it (exit 8) as holding files ireereduce did not write."""
+    done = cli(case, "input.mlir", "--check", "./check.sh", "-o", "out.mlir", "--state-dir", "tmp")  # TMPDIR=tmp
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    line = error_line(done.stderr)
+    assert "--state-dir tmp is the temp directory (TMPDIR)" in line, line
+    assert not (case / "out.mlir").exists()
+    assert_clean(case)
+
+
 @pytest.mark.parametrize("chosen", [("--strategies", "text-lines"), ("--strategies", "inline-parameters")])
 def test_strategies_that_find_nothing_to_try_are_said(case: Path, chosen: tuple[str, str]):
     """H45/H46 (weak): exit 0 with nothing tried and no word."""

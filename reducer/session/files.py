@@ -419,6 +419,12 @@ def _check_derived(
     state = None if settings.no_state else settings.state_dir or default_state_dir(output)
     if state is not None:
         derived.append((f"--state-dir {state}" if settings.state_dir else f"the state directory {state} {of}", state))
+    if state is not None and os.path.realpath(state) == os.path.realpath(tempfile.gettempdir()):
+        raise UserError(
+            EXIT_USAGE,
+            f"--state-dir {state} is the temp directory (TMPDIR), where every run makes its scratch "
+            "directory; give the state a folder of its own",
+        )
     for what, path in derived:
         real = os.path.realpath(path)
         if real in protected:
