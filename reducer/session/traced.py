@@ -4,8 +4,9 @@ Localising a mismatch (reducer/iree/localize.py) needs both sides compiled with 
 and run once, and the run needs the original checked twice (a check that disagrees
 with itself is flaky). The traced run is also a look at the original: when its outputs
 mismatch the way the first check's did, it stands in for the second check, and it runs
-while the first does. That saves two whole-program check-times before the cut program's
-reduction starts. When it disagrees, the original is checked a second time as before.
+while the first does: the cut program's reduction starts about one whole-program check
+(both sides compiled and run) sooner. When it disagrees, the original is checked a
+second time as before.
 """
 
 from __future__ import annotations
