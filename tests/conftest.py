@@ -34,6 +34,31 @@ def make_script(path: Path, body: str) -> Path:
     return path
 
 
+def watched_compile(tmp_path: Path, original: str, flag: str, label: str) -> tuple[str, Path]:
+    """An iree-compile that logs its compiles of `original` (a file's contents): `label`
+    as one given `flag` starts (the compile a triage step makes beside the original's
+    check); for a plain one, 'plain-beside' if that one started before it ended (it waits
+    up to 5 s for it), else 'plain-alone'. Others (--compile-to, the crash reproducer's)
+    go unlogged. The program, and the log."""
+    from reducer.iree.oracles.command import resolve_tool
+
+    log, mark, real = tmp_path / "compiles", tmp_path / "beside-started", resolve_tool("iree-compile")
+    (tmp_path / "watched").mkdir()
+    wrapper = make_script(
+        tmp_path / "watched" / "iree-compile",  # by that name: --pass-level wants iree-compile
+        f'for a in "$@"; do case "$a" in *.mlir) src="$a";; esac; done\n'
+        f'cmp -s "$src" "{original}" || exec {real} "$@"\n'
+        f'case "$*" in\n'
+        f"  *--compile-to=*|*crash-reproducer*) ;;\n"
+        f'  *{flag}*) echo {label} >> "{log}"; touch "{mark}";;\n'
+        f'  *) for i in $(seq 50); do [ -e "{mark}" ] && break; sleep 0.1; done\n'
+        f'     if [ -e "{mark}" ]; then echo plain-beside; else echo plain-alone; fi >> "{log}";;\n'
+        f"esac\n"
+        f'exec {real} "$@"',
+    )
+    return str(wrapper), log
+
+
 @pytest.fixture
 def script(tmp_path: Path):
     def make(body: str, name: str = "check.sh") -> Path:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import jsonschema
 import pytest
 from conftest import needs_iree
@@ -217,6 +218,26 @@ def test_pass_level_reduces_the_failing_pass_and_reports_both_commands(tmp_path:
     assert "iree-opt --run-reproducer" in markdown and level["input_level"] in markdown
 
 
+def test_pass_level_dumps_the_sources_beside_the_originals_check(tmp_path: Path):
+    """A code generation failure's reproducer comes from the executables' sources one
+    compile dumps. That compile starts with the original's first check and, failing the
+    same way, is its second check: the original is compiled plainly once, not twice,
+    and the sources are not dumped twice."""
+    from conftest import watched_compile
+
+    src = tmp_path / "model.mlir"
+    src.write_text(EXAMPLE.read_text())
+    program, log = watched_compile(tmp_path, str(src), "dump-executable-sources-to", "dumped")
+    settings = Settings(
+        str(src), compile=program + CMD[len("iree-compile") :], pass_level=True, output=str(tmp_path / "out.mlir")
+    )
+    with pytest.raises(LimitReached) as stopped:  # the start is what is counted here
+        reduce_file(attrs.evolve(settings, jobs=2, max_checks=2))
+    level = stopped.value.args[0].findings.pass_level
+    assert level is not None and level["executable"] == "module_main_dispatch_17.mlir"
+    assert sorted(log.read_text().split()) == ["dumped", "plain-beside"]
+
+
 @pytest.mark.parametrize("linked", [False, True], ids=["path", "link to it"])
 def test_pass_level_replays_with_the_iree_opt_beside_the_compiler_given_by_path(tmp_path: Path, linked: bool):
     """The review: a compiler engineer's own build, given by path, wrote the reproducer,
@@ -321,7 +342,7 @@ def test_an_executables_reproducer_that_replays_otherwise_falls_back_to_the_whol
     the compile's way, the whole compile writes one, as before the shortcut."""
     calls = []
 
-    def passing(oracle, data):
+    def passing(oracle, data, dumped=None):
         calls.append(1)
         return reproducer.Local("module {}\n", reproducer.Reproducer("builtin.module(cse)"), 0.1, 2, "x.mlir")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 import pytest
-from conftest import make_script, needs_iree
+from conftest import needs_iree, watched_compile
 from programs import COMPILE
 
 from reducer import session
@@ -346,29 +346,6 @@ def test_a_mismatch_run_reduces_the_cut_out_dispatch(tmp_path: Path):
     assert result.stats.outcomes.get("run failed", 0) <= 12, result.stats.outcomes
 
 
-def _watched_compile(tmp_path: Path, original: str) -> tuple[str, Path]:
-    """An iree-compile for side a that logs its compiles of the original: 'traced' as the
-    traced one starts; for the plain one, 'plain beside' if the traced one started before
-    it ended (it waits up to 5 s for it), else 'plain alone'. The command's program and
-    the log."""
-    from reducer.iree.oracles.command import resolve_tool
-
-    log, mark = tmp_path / "compiles", tmp_path / "traced-started"
-    wrapper = make_script(
-        tmp_path / "compile-a",
-        f'for a in "$@"; do case "$a" in *.mlir) src="$a";; esac; done\n'
-        f'cmp -s "$src" "{original}" || exec {resolve_tool("iree-compile")} "$@"\n'
-        f'case "$*" in\n'
-        f"  *--compile-to=*) ;;\n"
-        f'  *trace-dispatch-tensors*) echo traced >> "{log}"; touch "{mark}";;\n'
-        f'  *) for i in $(seq 50); do [ -e "{mark}" ] && break; sleep 0.1; done\n'
-        f'     if [ -e "{mark}" ]; then echo plain-beside; else echo plain-alone; fi >> "{log}";;\n'
-        f"esac\n"
-        f'exec {resolve_tool("iree-compile")} "$@"',
-    )
-    return str(wrapper), log
-
-
 @needs_iree
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_the_traced_run_is_the_originals_second_check(tmp_path: Path, jobs: int):
@@ -376,7 +353,7 @@ def test_the_traced_run_is_the_originals_second_check(tmp_path: Path, jobs: int)
     (which mismatches the same way) stands in for the second check, beside the first
     with two workers and after it with one."""
     settings = mlp_settings(tmp_path, output=str(tmp_path / "out.mlir"), jobs=jobs, reduce_flags=False)
-    program, log = _watched_compile(tmp_path, settings.input)
+    program, log = watched_compile(tmp_path, settings.input, "trace-dispatch-tensors", "traced")
     compile_ = program + (settings.compile or "")[len("iree-compile") :]
     settings = attrs.evolve(settings, compile=compile_, strategies=("drop-ops",), max_checks=2)
     with pytest.raises(LimitReached) as stopped:  # the start is what is counted here
@@ -389,7 +366,7 @@ def test_the_traced_run_is_the_originals_second_check(tmp_path: Path, jobs: int)
 @needs_iree
 def test_localize_only_traces_beside_the_originals_check(tmp_path: Path):
     settings = mlp_settings(tmp_path)
-    program, log = _watched_compile(tmp_path, settings.input)
+    program, log = watched_compile(tmp_path, settings.input, "trace-dispatch-tensors", "traced")
     proc = subprocess.run(
         [sys.executable, "-m", "reducer", settings.input, "-o", str(tmp_path / "cut.mlir"), "--localize-only", "-j2"]
         + ["--mismatch", "--compile", program + (settings.compile or "")[len("iree-compile") :]]

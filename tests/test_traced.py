@@ -1,5 +1,5 @@
-"""A mismatch's traced run beside the original's check (reducer/session/traced.py): it
-ends with the run, and it is cut off when it takes far longer than a check."""
+"""Work beside the original's check (reducer/session/traced.py): it ends with the run,
+it is cut off when it takes far longer than a check, and its folder goes with it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from conftest import make_script
 
 from reducer.core.oracle import Cancelled, Verdict
 from reducer.iree.oracles import MismatchOracle, parse_command
-from reducer.session.traced import TracedOriginal
+from reducer.session.traced import traced_original
 
 
 def _slow_sides(tmp_path: Path) -> tuple[MismatchOracle, Path]:
@@ -42,7 +42,7 @@ def test_the_traced_run_ends_with_the_run(tmp_path: Path):
     """A stop while the original is checked cancels what runs beside it: its thread
     ends and its compile is killed, not left running after the run."""
     oracle, pids = _slow_sides(tmp_path)
-    traced = TracedOriginal(b"module {}\n", "in.mlir", None)
+    traced = traced_original(b"module {}\n", "in.mlir", None)
     assert traced.start(oracle, now=True)
     pid = _started(pids)
     traced.cancel()
@@ -56,11 +56,11 @@ def test_a_traced_run_far_longer_than_a_check_is_cut_off(tmp_path: Path):
     times that check's timeout (here --timeout 0.1 s: one second), not the uncalibrated
     oracle's 300 s. It then neither stands in for the second check nor localises."""
     oracle, pids = _slow_sides(tmp_path)
-    traced = TracedOriginal(b"module {}\n", "in.mlir", 0.1)
+    traced = traced_original(b"module {}\n", "in.mlir", 0.1)
     assert traced.start(oracle, now=True)
     pid = _started(pids)
     assert not traced.agrees(Verdict(True, 0, seconds=0.05, outcome="interesting"))
-    traces = traced.traces()
+    traces = traced.result()
     assert traces is not None and traces.failed.startswith("the traced run timed out after")
     assert not _alive(pid)
 
@@ -68,6 +68,19 @@ def test_a_traced_run_far_longer_than_a_check_is_cut_off(tmp_path: Path):
 def test_only_a_mismatch_is_traced(tmp_path: Path):
     from reducer.core.oracle import ScriptOracle
 
-    traced = TracedOriginal(b"module {}\n", "in.mlir", None)
+    traced = traced_original(b"module {}\n", "in.mlir", None)
     assert not traced.start(ScriptOracle(str(tmp_path / "check.sh"), "in.mlir", 1.0), now=True)
-    assert traced.thread is None and traced.traces() is None
+    assert traced.thread is None and traced.result() is None
+
+
+def test_the_work_and_its_folder_end_with_the_block(tmp_path: Path):
+    """The folder a piece of work keeps (the dumped sources) lives until the run's block
+    ends, and not longer."""
+    import contextlib
+
+    oracle, pids = _slow_sides(tmp_path)
+    with contextlib.closing(traced_original(b"module {}\n", "in.mlir", None)) as traced:
+        assert traced.start(oracle, now=True)
+        pid = _started(pids)
+        assert traced.folder is not None and os.path.isdir(traced.folder)
+    assert not os.path.exists(traced.folder) and not _alive(pid)

@@ -271,12 +271,16 @@ def scratch_dir(prefix: str = "ireereduce-") -> Iterator[str]:
     """A fresh temporary directory inside the run's directory when there is one: it goes
     with the run's, also when the next run sweeps what a kill -9 left (a directory of
     its own in TMPDIR would stay there for good)."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=scratch_parent()) as tmp:
+        yield tmp
+
+
+def scratch_parent() -> str | None:
+    """Where scratch directories go: the run's (or the task's) directory, when there is
+    one; None: tempfile's choice (TMPDIR)."""
     scoped = _task_scope.get()
     parent = scoped[0] if scoped is not None else os.environ.get(RUN_DIR_ENV)
-    if parent is not None and not os.path.isdir(parent):
-        parent = None
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as tmp:
-        yield tmp
+    return parent if parent is not None and os.path.isdir(parent) else None
 
 
 def check_env() -> tuple[dict[str, str], str]:

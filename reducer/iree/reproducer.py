@@ -18,6 +18,7 @@ import time
 import attrs
 
 from reducer.core import codec
+from reducer.core.oracle import CancelFn, Verdict, never
 from reducer.core.rundirs import scratch_dir
 from reducer.iree import dispatch
 from reducer.iree.oracles.compile import CompileOracle
@@ -108,19 +109,25 @@ def local(oracle: CompileOracle, data: bytes) -> Local | None:
     return Local(found[0], found[1], time.monotonic() - start) if found is not None else None
 
 
-def in_executable(oracle: CompileOracle, data: bytes) -> Local | None:
+def dump_sources(oracle: CompileOracle, data: bytes, folder: str, cancel: CancelFn = never) -> Verdict:
+    """Compile data dumping every executable's source, with its locations, into
+    folder/sources (`in_executable`'s first step; its verdict is a compile's)."""
+    flags = (f"--iree-hal-dump-executable-sources-to={os.path.join(folder, 'sources')}", "--mlir-print-debuginfo")
+    return oracle.with_command(oracle.command.plus(*flags)).run(data, cancel)
+
+
+def in_executable(oracle: CompileOracle, data: bytes, dumped: tuple[str, Verdict] | None = None) -> Local | None:
     """A code generation failure's reproducer, from the one executable that fails: one
-    compile dumps every executable's source with its locations, the sources holding the
+    compile dumps every executable's source with its locations (`dump_sources`; or
+    `dumped`: the folder it dumped into, and its verdict), the sources holding the
     error's location are compiled alone with the reproducer flags. A local reproducer
     of the whole compile snapshots the whole model before every pass (13 s for the
     shipped example's 2 s compile); one executable's costs a fraction of a second, and
     its IR holds that executable only. None when no source fails alone so."""
-    start = time.monotonic()
+    start = time.monotonic() - (dumped[1].seconds if dumped is not None else 0.0)
     with scratch_dir("ireereduce-repro-") as out:
-        dump = os.path.join(out, "sources")
-        failed = oracle.with_command(
-            oracle.command.plus(f"--iree-hal-dump-executable-sources-to={dump}", "--mlir-print-debuginfo")
-        ).run(data)
+        folder, failed = dumped if dumped is not None else (out, dump_sources(oracle, data, out))
+        dump = os.path.join(folder, "sources")
         alone = dispatch.compiled_alone(oracle)
         for compiles, name in enumerate(_failing_sources(dump, failed.stderr_tail)[:MOST_ALONE], start=2):
             with open(os.path.join(dump, name), "rb") as f:

@@ -382,7 +382,7 @@ class Run:
     def _check_start(self, text: str) -> Start:
         settings = self.settings
         attach = self.blobs.attach if self.blobs is not None else triage.unchanged
-        with triage.traced_original(settings, lambda: attach(text.encode()), self._basename()) as traced:
+        with triage.alongside(settings, text, attach, self._basename()) as beside:
             oracle, verdict, timeout, self.flaky_start, self.early = check_original(
                 settings,
                 text,
@@ -394,11 +394,11 @@ class Run:
                 reprint_early=settings.fresh or not os.path.exists(self.output),
                 told=self.monitor.checking_original,
                 blob_sizes=self._blob_sizes(),
-                beside=traced,
+                beside=beside,
             )
             self.monitor.phase("triage")
             findings = Findings()
-            text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach, traced)
+            text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach, beside)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
         text = where_to_start(settings, self.output, text, oracle, self.guard, self.inner, original_text, findings)
         findings.notes[:0] = self.notes

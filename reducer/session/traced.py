@@ -1,57 +1,80 @@
-"""A mismatch's traced run, beside the original's check.
+"""Work a triage step does on the original anyway, started beside the original's check.
 
-Localising a mismatch (reducer/iree/localize.py) needs both sides compiled with tracing
-and run once, and the run needs the original checked twice (a check that disagrees
-with itself is flaky). The traced run is also a look at the original: when its outputs
-mismatch the way the first check's did, it stands in for the second check, and it runs
-while the first does: the cut program's reduction starts about one whole-program check
-(both sides compiled and run) sooner. When it disagrees, the original is checked a
-second time as before.
+A run checks the original twice (a check that disagrees with itself is flaky), and then
+some triage steps compile the original once more: a numeric mismatch's localisation
+runs both sides traced (reducer/iree/localize.py), `--pass-level` on a code generation
+failure compiles it dumping every executable's source (reducer/iree/reproducer.py).
+That compile is also a look at the original: when it fails the way the first check
+did, it stands in for the second check, and it runs while the first does, so the step
+that needs it starts about one whole-program compile sooner. When it disagrees, the
+original is checked a second time as before.
 """
 
 from __future__ import annotations
 
 import contextvars
+import os
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from reducer.core.oracle import Cancelled, Oracle, Verdict
-from reducer.iree import localize
-from reducer.iree.oracles.mismatch import MismatchOracle
+from reducer.core.oracle import CancelFn, Cancelled, Oracle, Verdict
+from reducer.core.rundirs import scratch_parent
+
+if TYPE_CHECKING:
+    from reducer.iree import localize
+
+T = TypeVar("T")
 
 
-class TracedOriginal:
-    """The traced run of the original (`localize.trace`), started by `start.judge_original`
-    as the original's first check starts: with two workers or more in a thread of the main
-    process (where the traced run always ran), else after that check. Its processes are
-    killed when the run stops (`cancel`), and when the run finds the check's timeout far
-    exceeded (TRACE_TIMEOUT_FACTOR times the check's calibrated timeout)."""
+class Alongside(Generic[T]):
+    """One piece of work on the original (`work(oracle, folder, cancel)`, with the
+    uncalibrated oracle and a folder of its own that lives as long as this does),
+    started by `start.judge_original` as the original's first check starts: with two
+    workers or more in a thread of the main process (where triage steps always ran),
+    else when first read. `agree(result, verdict)` says whether it saw the original fail
+    as the check did. Its processes are killed when the run stops (`cancel`), and when
+    it runs past `factor` times the check's calibrated timeout."""
 
-    def __init__(self, data: bytes, basename: str, timeout: float | None) -> None:
-        self.data, self.basename, self.timeout = data, basename, timeout  # timeout: --timeout's
-        self.oracle: MismatchOracle | None = None
+    def __init__(
+        self,
+        wants: Callable[[Oracle], bool],
+        work: Callable[[Oracle, str, CancelFn], T],
+        agree: Callable[[T, Oracle, Verdict], bool],
+        factor: float,
+        timeout: float | None,
+        timed_out: Callable[[float], T],
+    ) -> None:
+        self.wants, self.work, self.agree, self.factor = wants, work, agree, factor
+        self.timeout, self.timed_out = timeout, timed_out  # timeout: --timeout's
+        self.oracle: Oracle | None = None
         self.thread: threading.Thread | None = None
-        self.done: localize.Traces | BaseException | None = None
+        self.done: T | BaseException | None = None
+        self.folder: str | None = None
         self.began = 0.0
         self.deadline: float | None = None
         self.stopped = threading.Event()
 
     def start(self, oracle: Oracle, now: bool) -> bool:
-        """Begin with the uncalibrated oracle: now, beside the check, or when first read.
-        Only a mismatch's run is traced."""
-        if not isinstance(oracle, MismatchOracle):
+        """Begin with the uncalibrated oracle: now, beside the check, or when first read;
+        False (nothing started) for an oracle this work is not for."""
+        if not self.wants(oracle):
             return False
         self.oracle, self.began = oracle, time.monotonic()
+        self.folder = tempfile.mkdtemp(prefix="ireereduce-alongside-", dir=scratch_parent())
         if now:
             run = contextvars.copy_context().run  # the run's directory and limits, as in the main thread
-            self.thread = threading.Thread(target=run, args=(self._trace,), name="ireereduce-traced", daemon=True)
+            self.thread = threading.Thread(target=run, args=(self._work,), name="ireereduce-alongside", daemon=True)
             self.thread.start()
         return True
 
-    def _trace(self) -> None:
-        assert self.oracle is not None
+    def _work(self) -> None:
+        assert self.oracle is not None and self.folder is not None
         try:
-            self.done = localize.trace(self.oracle, self.data, self.basename, self._cancelled)
+            self.done = self.work(self.oracle, self.folder, self._cancelled)
         except BaseException as exc:  # read, and raised, by the main thread
             self.done = exc
 
@@ -59,41 +82,91 @@ class TracedOriginal:
         return self.stopped.is_set() or (self.deadline is not None and time.monotonic() > self.deadline)
 
     def agrees(self, verdict: Verdict) -> bool:
-        """Whether the traced run mismatches the way the original's check did (waits for it)."""
+        """Whether the work saw the original fail as the check did (waits for it)."""
         if self.oracle is None or not verdict.interesting:
             self.cancel()
             return False
         self.time_after(verdict)
         try:
-            traces = self.traces()
-        except Exception:  # raised again where the localisation reads it
+            result = self.result()
+        except Exception:  # raised again where the triage step reads it
             return False
-        return traces is not None and traces.agrees(self.oracle, verdict.signature)
+        return result is not None and self.agree(result, self.oracle, verdict)
 
     def time_after(self, verdict: Verdict) -> None:
-        """Cut the traced run off at TRACE_TIMEOUT_FACTOR times the check's calibrated
-        timeout (as `start.judge_original` sets it from the original's verdict)."""
-        self.deadline = self.began + localize.TRACE_TIMEOUT_FACTOR * (self.timeout or 10 * verdict.seconds + 5.0)
+        """Cut the work off at `factor` times the check's calibrated timeout (as
+        `start.judge_original` sets it from the original's verdict)."""
+        self.deadline = self.began + self.factor * (self.timeout or 10 * verdict.seconds + 5.0)
 
-    def traces(self) -> localize.Traces | None:
-        """The traced run, once it ended; None if it never started (another oracle)."""
+    def result(self) -> T | None:
+        """The work's result, once it ended; None if it never started (another oracle)."""
         if self.oracle is None:
             return None
         if self.thread is None and self.done is None:
-            self._trace()
+            self._work()
         elif self.thread is not None:
             self.thread.join()
         if isinstance(self.done, Cancelled) and not self.stopped.is_set():
-            seconds = time.monotonic() - self.began
-            return localize.Traces(failed=f"the traced run timed out after {seconds:.0f} s", seconds=seconds)
+            return self.timed_out(time.monotonic() - self.began)
         if isinstance(self.done, BaseException):
             raise self.done
         return self.done
 
     def cancel(self) -> None:
-        """Stop the traced run, its processes killed, and wait for its thread."""
+        """Stop the work, its processes killed, and wait for its thread."""
         self.stopped.set()
         if self.thread is not None:
             self.thread.join()
 
-    close = cancel  # the run's block ends: nothing of it outlives the block
+    def close(self) -> None:
+        """The run's block ends: nothing of the work outlives it, its folder included."""
+        self.cancel()
+        if self.folder is not None and os.path.isdir(self.folder):
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def traced_original(data: bytes, basename: str, timeout: float | None) -> Alongside[localize.Traces]:
+    """A mismatch's traced run (`localize.trace`): TRACE_TIMEOUT_FACTOR check timeouts,
+    as tracing may compile far slower than a check."""
+    from reducer.iree import localize
+    from reducer.iree.oracles.mismatch import MismatchOracle
+
+    def work(oracle: Oracle, folder: str, cancel: CancelFn) -> localize.Traces:
+        assert isinstance(oracle, MismatchOracle)
+        return localize.trace(oracle, data, basename, cancel)
+
+    def agree(traces: localize.Traces, oracle: Oracle, verdict: Verdict) -> bool:
+        assert isinstance(oracle, MismatchOracle)
+        return traces.agrees(oracle, verdict.signature)
+
+    def timed_out(seconds: float) -> localize.Traces:
+        return localize.Traces(failed=f"the traced run timed out after {seconds:.0f} s", seconds=seconds)
+
+    wants = lambda oracle: isinstance(oracle, MismatchOracle)  # noqa: E731
+    return Alongside(wants, work, agree, localize.TRACE_TIMEOUT_FACTOR, timeout, timed_out)
+
+
+def dumped_original(data: bytes, timeout: float | None) -> Alongside[Verdict]:
+    """--pass-level's compile that dumps every executable's source
+    (`reproducer.dump_sources`), which a code generation failure's reproducer is made
+    from; a compile's time, twice over for the dumping."""
+    from reducer.iree import reproducer, signature
+    from reducer.iree.oracles import CompileOracle
+
+    def wants(oracle: Oracle) -> bool:
+        return (
+            isinstance(oracle, CompileOracle) and oracle.kind == "compile-failure" and oracle.command.is_iree_compile()
+        )
+
+    def work(oracle: Oracle, folder: str, cancel: CancelFn) -> Verdict:
+        assert isinstance(oracle, CompileOracle)
+        return reproducer.dump_sources(oracle, data, folder, cancel)
+
+    def agree(dumped: Verdict, oracle: Oracle, verdict: Verdict) -> bool:
+        mine, its = signature.of_verdict(dumped), signature.of_verdict(verdict)
+        return dumped.interesting and mine is not None and its is not None and mine.matches(its)
+
+    def timed_out(seconds: float) -> Verdict:
+        return Verdict(False, None, True, seconds, outcome="timeout")
+
+    return Alongside(wants, work, agree, 2.0, timeout, timed_out)

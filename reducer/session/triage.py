@@ -29,7 +29,7 @@ from reducer.session.settings import (
 if TYPE_CHECKING:
     from reducer.iree import reproducer
     from reducer.iree.oracles import CompileOracle
-    from reducer.session.traced import TracedOriginal
+    from reducer.session.traced import Alongside
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +45,17 @@ def before(
     findings: Findings,
     executor: Executor,
     attach: Callable[[bytes], bytes] = unchanged,
-    traced: TracedOriginal | None = None,
+    beside: Alongside[Any] | None = None,
 ) -> tuple[str, Oracle]:
     """IREE's triage steps before reducing (shared/seeds): which dispatch, which phase.
     `attach` makes text's file (its blobs, `reducer.core.resources`): the dumps and traced
-    runs here run the compiler on it themselves, not through the executor. `traced`: a
-    mismatch's traced run, started beside the original's check (`traced_original`)."""
+    runs here run the compiler on it themselves, not through the executor. `beside`: the
+    compile a step needs, started beside the original's check (`alongside`)."""
     from reducer.iree import dispatch, phases
     from reducer.iree.oracles import CompileOracle
 
     if settings.localize and oracle.kind == "numeric-mismatch":
-        return localized(settings, text, oracle, findings, executor, attach, traced)
+        return localized(settings, text, oracle, findings, executor, attach, beside)
     if oracle.kind == "pass-replay":  # a crash reproducer: its resource goes back on the output (`trailer`)
         from reducer.iree import reproducer
 
@@ -69,7 +69,7 @@ def before(
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
         return text, oracle
     if settings.pass_level:
-        return pass_level(settings, text, oracle, findings, executor)
+        return pass_level(settings, text, oracle, findings, executor, beside)
     if settings.isolate_dispatch:
         found = dispatch.isolate(oracle, attach(text.encode()), executor)
         findings.workflow_checks += found.checks
@@ -205,17 +205,25 @@ def trailer(oracle: Oracle) -> bytes:
 
 
 def pass_level(
-    settings: Settings, text: str, oracle: CompileOracle, findings: Findings, executor: Executor
+    settings: Settings,
+    text: str,
+    oracle: CompileOracle,
+    findings: Findings,
+    executor: Executor,
+    beside: Alongside[Any] | None = None,
 ) -> tuple[str, Oracle]:
     """--pass-level: the local reproducer of the failing pass, with its replay as the
     oracle, if that replay fails the way the compile does; else the input, and why. A
-    code generation failure's comes from the one executable that fails, compiled alone;
-    the whole compile's when that one is not found or replays otherwise."""
+    code generation failure's comes from the one executable that fails, compiled alone
+    (from the sources `beside` dumped, when it did); the whole compile's when that one is
+    not found or replays otherwise."""
     from reducer.iree import reproducer
 
     data = text.encode()
     codegen = oracle.expected is not None and any(reproducer.CODEGEN in e for e in oracle.expected.errors)
-    tries = [lambda: reproducer.in_executable(oracle, data)] if codegen else []
+    dumped = beside.result() if beside is not None else None
+    given = (beside.folder, dumped) if beside is not None and beside.folder and isinstance(dumped, Verdict) else None
+    tries = [lambda: reproducer.in_executable(oracle, data, given)] if codegen else []
     tries.append(lambda: reproducer.local(oracle, data))
     why = "iree-compile wrote no crash reproducer"
     for attempt in tries:
@@ -284,16 +292,22 @@ def _at_pass_level(
     return reproducer.strip(found.text), replay
 
 
-def traced_original(
-    settings: Settings, data: Callable[[], bytes], basename: str
-) -> contextlib.AbstractContextManager[TracedOriginal | None]:
-    """For a mismatch the run localises: its traced run, to start beside the original's
-    check (`reducer.session.traced`), cancelled as the block ends; else None."""
-    if not settings.localize or (settings.oracle is None and (settings.check is not None or not settings.mismatch)):
-        return contextlib.nullcontext()
-    from reducer.session.traced import TracedOriginal
+def alongside(
+    settings: Settings, text: str, attach: Callable[[bytes], bytes], basename: str
+) -> contextlib.AbstractContextManager[Alongside[Any] | None]:
+    """The compile a triage step will make of the original anyway, to start beside the
+    original's check (`reducer.session.traced`), ended as the block ends: a localised
+    mismatch's traced run, or --pass-level's dump of the executables' sources; else None."""
+    from reducer.session import traced
 
-    return contextlib.closing(TracedOriginal(data(), basename, settings.timeout))
+    if settings.oracle is None and settings.check is None:
+        if settings.localize and settings.mismatch:
+            return contextlib.closing(traced.traced_original(attach(text.encode()), basename, settings.timeout))
+        if settings.pass_level and not settings.mismatch:
+            return contextlib.closing(traced.dumped_original(text.encode(), settings.timeout))
+    elif settings.oracle is not None and settings.localize:  # the API's own oracle: start() asks its kind
+        return contextlib.closing(traced.traced_original(attach(text.encode()), basename, settings.timeout))
+    return contextlib.nullcontext()
 
 
 def localized(
@@ -303,7 +317,7 @@ def localized(
     findings: Findings,
     executor: Executor,
     attach: Callable[[bytes], bytes] = unchanged,
-    traced: TracedOriginal | None = None,
+    traced: Alongside[Any] | None = None,
 ) -> tuple[str, Oracle]:
     """A mismatch cut down to the first dispatch that goes wrong, fed its traced inputs,
     when that still mismatches the original's way; else the whole program, and why. The
@@ -313,8 +327,8 @@ def localized(
 
     assert isinstance(oracle, MismatchOracle)
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
-    traces = traced.traces() if traced is not None else None
-    if traces is None:
+    traces = traced.result() if traced is not None else None
+    if not isinstance(traces, localize.Traces):
         traces = localize.trace(oracle, attach(text.encode()), basename)
     where = localize.find(traces, oracle)
     findings.workflow_checks += 1  # both sides traced: one check's work
@@ -403,10 +417,10 @@ def _localize_only(settings: Settings) -> int:
     oracle = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if oracle.kind != "numeric-mismatch":
         raise UserError(EXIT_USAGE, "--localize-only needs --mismatch (or --backends)")
-    from reducer.session.traced import TracedOriginal
+    from reducer.session.traced import traced_original
 
     # The traced run starts beside the original's check, as a reduction's does (`traced.py`).
-    with contextlib.closing(TracedOriginal(text.encode(), basename, settings.timeout)) as traced:
+    with contextlib.closing(traced_original(text.encode(), basename, settings.timeout)) as traced:
         traced.start(oracle, now=settings.workers() >= 2)
         verdict = oracle.run(text.encode())
         for note in verdict.notes:  # --inputs that do not fit, as a reduction warns of them
@@ -419,7 +433,7 @@ def _localize_only(settings: Settings) -> int:
             raise UserError(EXIT_NOT_INTERESTING, f"the original does not mismatch: {oracle.why_not(verdict)}")
         oracle = oracle.calibrate(verdict)
         traced.time_after(verdict)
-        traces = traced.traces()
+        traces = traced.result()
     assert traces is not None  # a mismatch's: its kind says so
     where = localize.find(traces, oracle)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so
     if where.found is None:
