@@ -393,6 +393,7 @@ def main(**params: Any) -> None:
 #: Options that are Settings fields under the same name go to the run as they are.
 _FIELDS = {f.name for f in attrs.fields(Settings)} - {"input", "text", "oracle", "verify"}
 _PATHS = set("check output report report_json stats_json log_file state_dir no_state test_args parameters".split())
+_PATHS |= set("inputs compile against runner mismatch pass_level check_files".split())  # what the run reads
 
 
 def _only(params: dict[str, Any], names: set[str]) -> dict[str, Any]:
@@ -504,9 +505,8 @@ def _fail(code: int, message: str) -> None:
 
 
 def _ensure_stderr() -> None:
-    """With stderr closed (a daemon, `2>&-`) errors have nowhere to go and the checks
-    would inherit a closed descriptor 2; give both /dev/null, so the run and its exit
-    code (the only report left) stay right."""
+    """With stderr closed (a daemon, `2>&-`) errors have nowhere to go and the checks would
+    inherit a closed descriptor 2; /dev/null keeps the run and its exit code right."""
     try:
         os.fstat(2)
     except OSError:

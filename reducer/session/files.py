@@ -214,10 +214,16 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             raise UserError(
                 EXIT_USAGE, f"{flag} is empty; give a {'directory' if flag == '--state-dir' else 'file'} name"
             )
-    protected = _read_by_the_run(settings)
+    protected = read_by_the_run(settings)
     state = None if settings.no_state else settings.state_dir or default_state_dir(output)
     refused = None if state is None else RunState(state, output).refusal()  # refused below, once the paths are
     inside = None if state is None or refused else os.path.realpath(state) + os.sep  # nothing given goes there
+    # A report's inputs go in REPORT.inputs at the end: nothing else of the run's may be there.
+    folders = {os.path.realpath(w + ".inputs"): w + ".inputs" for w in (settings.report, settings.report_json) if w}
+    if state is not None and (into := _within(state, folders)):
+        raise UserError(
+            EXIT_USAGE, f"the state directory {state} is in {into}, where the report's inputs go; give another"
+        )
     # A hard link is the same file under another name: realpath does not see it.
     protected_files = {inode: what for real, what in protected.items() if (inode := _inode(real)) is not None}
     seen: dict[str, tuple[str, str]] = {}  # real path: the flag and the path that name it
@@ -236,6 +242,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             )
         if inside is not None and real.startswith(inside):
             raise UserError(EXIT_USAGE, f"{flag} {path} is inside the state directory {state}; give another path")
+        if into := _within(path, folders):
+            raise UserError(EXIT_USAGE, f"{flag} {path} is in {into}, where the report's inputs go; give another path")
         if not stdout and loops(path):
             raise UserError(EXIT_USAGE, f"{flag} {path} is a symlink that leads back to itself; give another path")
         target = Target("-", "standard output", 1) if stdout else resolve(path)
@@ -257,6 +265,12 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     if where and where != "-":  # a mismatch's report ships the inputs of its commands there
         check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs", protected)
     _check_derived(settings, output, refused, protected, {real: f"{f} {p}" for real, (f, p) in seen.items()})
+
+
+def _within(path: str, folders: dict[str, str]) -> str | None:
+    """The folder (as given) of `folders` (real path: as given) that path is or is in."""
+    real = os.path.realpath(path)
+    return next((given for f, given in folders.items() if real == f or real.startswith(f + os.sep)), None)
 
 
 #: The paths whose file is replaced only if ireereduce wrote it (the output is judged by
@@ -376,7 +390,7 @@ def _is_stream(path: str) -> bool:
         return False
 
 
-def _read_by_the_run(settings: Settings) -> dict[str, str]:
+def read_by_the_run(settings: Settings) -> dict[str, str]:
     """The user's files the run reads (real path: what it is, in the user's words)."""
     protected = {os.path.realpath(settings.input): f"the input {settings.input}"}
     if settings.check is not None:
@@ -392,8 +406,9 @@ def _read_by_the_run(settings: Settings) -> dict[str, str]:
     from reducer.session.wiring import input_entries, programs
 
     for value in input_entries(settings.inputs):  # an array, not a value written out (`4xf32=1,2,3,4`)
-        if os.path.isfile(value):
-            protected.setdefault(os.path.realpath(value), f"{value}, an array --inputs gives")
+        path = value.removeprefix("--input=").lstrip("@")  # iree-run-module's spellings, as inputs.given reads them
+        if os.path.isfile(path):
+            protected.setdefault(os.path.realpath(path), f"{value}, an array --inputs gives")
 
     for name, program in programs(settings):  # a compiler wrapper of the user's, say
         protected.setdefault(os.path.realpath(program), f"{program}, {name}")

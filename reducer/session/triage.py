@@ -384,6 +384,15 @@ def alone_with_localize_only(params: dict[str, Any]) -> None:
         raise UserError(
             EXIT_USAGE, f"{given[0]} goes with a reduction: --localize-only writes the cut program and its inputs only"
         )
+    if params.get("localize") is False:
+        raise UserError(EXIT_USAGE, "--localize-only and --no-localize ask for opposite things; give one")
+    from reducer.session.files import default_output
+
+    folder = (params.get("output") or default_output(params["input_file"])) + ".inputs"
+    log_file = params.get("log_file")
+    real = os.path.realpath(folder)
+    if log_file and (os.path.realpath(log_file) + os.sep).startswith(real + os.sep):
+        raise UserError(EXIT_USAGE, f"--log-file {log_file} is in {folder}, where the cut program's inputs go")
 
 
 def localize_only(path: str, options: dict[str, Any]) -> int:
@@ -399,7 +408,7 @@ def localize_only(path: str, options: dict[str, Any]) -> int:
 
 def _localize_only(settings: Settings) -> int:
     from reducer.iree import cut, localize
-    from reducer.session.files import check_inputs_folder, default_output, save
+    from reducer.session.files import check_inputs_folder, default_output, read_by_the_run, save
     from reducer.session.source import read_input
     from reducer.session.wiring import make_oracle
 
@@ -411,7 +420,13 @@ def _localize_only(settings: Settings) -> int:
             "(give -o another path, or --fresh to replace it)",
         )
     folder = output + ".inputs"
-    check_inputs_folder("--localize-only", folder)
+    check_inputs_folder("--localize-only", folder, read_by_the_run(settings))
+    if not settings.fresh and os.path.isdir(folder) and os.listdir(folder):
+        raise UserError(
+            EXIT_USAGE,
+            f"{folder} holds inputs, of an earlier run or yours, and {output} is not there to go with them; "
+            "--localize-only never replaces them (move them away, or --fresh to replace them)",
+        )
     text = settings.text if settings.text is not None else read_input(settings.input)
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     oracle = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
