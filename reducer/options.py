@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import math
+import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from reducer.session.settings import EXIT_INTERRUPTED
+from reducer.session.settings import EXIT_CANNOT_WRITE, EXIT_INTERRUPTED
 
 #: The backends a local device compiles for (iree-compile's
 #: --iree-hal-local-target-device-backends), which --backends pairs.
@@ -42,6 +44,8 @@ class Command(click.Command):
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
             raise OneLineUsage(exc.format_message()) from None
+        except OSError as exc:  # --help, --version, --list-strategies, --print-schema writing to stdout
+            _unwritable_stdout(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -51,6 +55,18 @@ class Command(click.Command):
         except KeyboardInterrupt:
             click.echo("ireereduce: interrupted before the reduction started", err=True)
             sys.exit(EXIT_INTERRUPTED)
+
+
+def _unwritable_stdout(exc: OSError) -> NoReturn:
+    """What an option that only prints (--help, --list-strategies) does when stdout takes
+    nothing: a reader that closed the pipe (`| head`) had what it wanted, exit 0; a full
+    disk or a closed stdout is one line and exit 8. Click's own answers were exit 1 in
+    silence, and a traceback."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the exit's flush of stdout must not fail again
+    if exc.errno == errno.EPIPE:
+        sys.exit(0)
+    sys.stderr.write(f"ireereduce: error: cannot write to standard output ({exc.strerror})\n")
+    sys.exit(EXIT_CANNOT_WRITE)
 
 
 def seconds(minimum: float) -> Any:
