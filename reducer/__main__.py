@@ -20,7 +20,8 @@ def main() -> None:
     # 130 in one line. Python's defaults were a traceback (SIGINT), a silent 143/129, or,
     # in a background job whose shell ignores SIGINT, a Ctrl-C lost and a run to the end.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _interrupt)
+        if signum != signal.SIGHUP or signal.getsignal(signum) is not signal.SIG_IGN:  # nohup: kept ignored
+            signal.signal(signum, _interrupt)
     if sys.stderr is not None:  # None: started with stderr closed (2>&-), which Python handles
         setattr(sys, "stderr", _Lossy(sys.stderr))  # noqa: B010  # typed as the TextIO it stands for
     try:

@@ -554,18 +554,17 @@ def _hang_up(signum: int, frame: types.FrameType | None) -> None:
 def _stop_on_signals() -> None:
     """SIGINT, SIGTERM and SIGHUP stop the run cleanly (summary, exit 130), whoever sends them.
     Python keeps SIGINT ignored when its parent ignored it, as a shell does for a
-    background job; a bot stopping a reduction would then have to SIGKILL it."""
+    background job; a bot stopping a reduction would then have to SIGKILL it. An ignored
+    SIGHUP stays ignored: `nohup` asked for that."""
     processes.note_stop(False)  # a new run (the API's callers may run several in one process)
     signal.signal(signal.SIGINT, _raise_interrupt)
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    signal.signal(signal.SIGHUP, _hang_up)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _hang_up)
 
 
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is now, so log lines go above the live status."""
-
-    def __init__(self) -> None:
-        super().__init__()
 
     @property
     def stream(self) -> Any:
