@@ -368,7 +368,7 @@ def main(**params: Any) -> None:
     _stop_on_signals()
     if params["backends"]:
         params["compile"], params["against"], params["mismatch"] = options.backends(
-            params["backends"], params["compile"]
+            params["backends"], params["compile"], params["against"]
         )
     source: str | Path = Path(params["input_file"])
     if params["input_file"] == "-":

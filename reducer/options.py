@@ -101,8 +101,11 @@ def names(value: str | None) -> list[str] | None:
     return None if value is None else [n.strip() for n in value.split(",") if n.strip()]
 
 
-def backends(value: str, flags: str | None) -> tuple[str, str, bool]:
-    """--backends A,B [--compile 'extra flags']: the two local-device compile commands."""
+def backends(value: str, flags: str | None, against: str | None = None) -> tuple[str, str, bool]:
+    """--backends A,B [--compile 'extra flags']: the two local-device compile commands
+    (which an --against of the user's would silently replace: refused)."""
+    if against is not None:
+        raise click.UsageError("--backends makes both commands; give it or --mismatch with --against, not both")
     given = names(value) or []
     unknown = [n for n in given if n not in LOCAL_BACKENDS]
     if unknown:

@@ -586,6 +586,10 @@ def differs(recorded: Oracle, built: Oracle) -> str | None:
         return f"its check is {_kind(was)}, this command's {_kind(now)}"
     for field in attrs.fields(cls):
         a, b = getattr(was, field.name), getattr(now, field.name)
+        if a != b and field.name == "given":  # --inputs' arrays, as bytes: which one, not its bytes
+            k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            count = f"{len(a)} then, {len(b)} now" if len(a) != len(b) else f"array {k + 1} of {len(b)} differs"
+            return f"--inputs gives other arrays than the recorded run's ({count})"
         if a != b:
             return f"its {field.name} is {_show(a)}, this command's {_show(b)}"
     return "its check is another"  # pragma: no cover - attrs equality is by the fields
