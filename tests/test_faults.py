@@ -517,14 +517,20 @@ def test_output_files_respect_the_umask(case: Path):
 
 
 # -- 10. a check that writes the user's files ----------------------------------------------
-@pytest.mark.parametrize("target", ["input.mlir", "input.reduced.mlir"])
-def test_a_check_that_writes_the_users_files_is_stopped(case: Path, target: str):
+def _check_that_after(case: Path, checks: int, action: str) -> Path:
+    """BIG as the input, and a check that greps it and, from its `checks`-th run on, does
+    `action` first; the file counting its runs."""
     (case / "input.mlir").write_text(BIG)
     count = case / "count"
     make_script(
-        case / "check.sh",
-        f'echo x >> {count}; [ $(wc -l < {count}) -ge 7 ] && cp "$1" {case}/{target}; grep -q math.exp "$1"',
+        case / "check.sh", f'echo x >> {count}; [ $(wc -l < {count}) -ge {checks} ] && {action}; grep -q math.exp "$1"'
     )
+    return count
+
+
+@pytest.mark.parametrize("target", ["input.mlir", "input.reduced.mlir"])
+def test_a_check_that_writes_the_users_files_is_stopped(case: Path, target: str):
+    count = _check_that_after(case, 7, f'cp "$1" {case}/{target}')
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--strategies", "drop-ops")
     assert proc.returncode == session.EXIT_CHECK_CHANGED_FILES, proc.stderr
     line = error_line(proc.stderr)
@@ -1152,12 +1158,7 @@ def test_a_removed_output_directory_saves_the_best_where_it_can(case: Path):
 def test_an_input_deleted_during_the_run_is_said_deleted(case: Path):
     """Audit 17 W4: a check that deleted the input was told as the input having
     'changed', with advice to reduce it 'as it is now'."""
-    (case / "input.mlir").write_text(BIG)
-    count = case / "count"
-    make_script(
-        case / "check.sh",
-        f'echo x >> {count}; [ $(wc -l < {count}) -ge 5 ] && rm -f {case}/input.mlir; grep -q math.exp "$1"',
-    )
+    _check_that_after(case, 5, f"rm -f {case}/input.mlir")
     proc = cli(case, "input.mlir", "--check", "check.sh", "-j", "1", "--strategies", "drop-ops")
     assert proc.returncode == session.EXIT_CHECK_CHANGED_FILES, proc.stderr
     line = error_line(proc.stderr)

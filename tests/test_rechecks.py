@@ -235,29 +235,9 @@ def test_the_reprint_goes_early_only_with_a_worker_for_it_and_a_fresh_start(
     """With one worker it would delay the original's verdict (with two it queues behind
     the original's checks and starts when one ends); with a result already in the output
     the run may start from that instead, so the original's re-print is not checked ahead then."""
-    from reducer.session import Settings
-    from reducer.session.guard import Guard
-    from reducer.session.start import check_original
-
-    src = tmp_path / "in.mlir"
-    src.write_text(UNPRINTED)
-    check = str(make_script(tmp_path / "check.sh", 'grep -q math.atan2 "$1"'))
-    settings = Settings(str(src), check, str(tmp_path / "out.mlir"), jobs=workers, no_state=True)
-    submitted: list[bytes] = []
-
-    class Counting(LocalExecutor):
-        def submit(self, data: bytes, oracle=None):
-            submitted.append(data)
-            return super().submit(data, oracle)
-
-    with Counting(None, workers) as ex:
-        *_, reprinted = check_original(
-            settings, UNPRINTED, "in.mlir", Guard(settings, settings.output), ex, reprint_early=fresh_start
-        )
-        if reprinted is not None:
-            reprinted.cancel()
+    submitted, reprinted = _checked_with(tmp_path, None, workers, reprint_early=fresh_start)
     assert (reprinted is not None) == early
-    assert len(submitted) == (3 if early else 2)
+    assert submitted == (3 if early else 2)
 
 
 class Look:
@@ -281,8 +261,10 @@ class Look:
         self.cancelled += 1
 
 
-def _checked_with(tmp_path: Path, look: Look, workers: int, body: str = 'grep -q math.atan2 "$1"') -> int:
-    """How many checks of the original check_original submitted, with `look` beside them."""
+def _checked_with(
+    tmp_path: Path, look: Look | None, workers: int, body: str = 'grep -q math.atan2 "$1"', reprint_early: bool = False
+):
+    """How many checks check_original submitted (`look` beside them), and its re-print."""
     from reducer.session import Settings
     from reducer.session.guard import Guard
     from reducer.session.start import check_original
@@ -299,10 +281,13 @@ def _checked_with(tmp_path: Path, look: Look, workers: int, body: str = 'grep -q
             return super().submit(data, oracle)
 
     with Counting(None, workers) as ex:
-        check_original(
-            settings, UNPRINTED, "in.mlir", Guard(settings, settings.output), ex, reprint_early=False, beside=look
+        guard = Guard(settings, settings.output)
+        *_, reprinted = check_original(
+            settings, UNPRINTED, "in.mlir", guard, ex, reprint_early=reprint_early, beside=look
         )
-    return len(submitted)
+        if reprinted is not None:
+            reprinted.cancel()
+    return len(submitted), reprinted
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -313,14 +298,14 @@ def test_a_look_beside_the_original_that_agrees_is_its_second_check(tmp_path: Pa
     verdict, stands in for the second: one whole-program check less before the run
     localises. When it disagrees, the original is checked a second time, as before."""
     look = Look(agree)
-    assert _checked_with(tmp_path, look, workers) == (1 if agree else 2)
+    assert _checked_with(tmp_path, look, workers)[0] == (1 if agree else 2)
     assert look.started == [workers >= 2] and look.heard == [True]
 
 
 def test_a_look_that_did_not_start_leaves_both_checks(tmp_path: Path):
     """Another oracle than a mismatch's is not traced: its original is checked twice."""
     look = Look(True, starts=False)
-    assert _checked_with(tmp_path, look, 2) == 2
+    assert _checked_with(tmp_path, look, 2)[0] == 2
     assert look.heard == []
 
 
