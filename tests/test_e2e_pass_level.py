@@ -6,6 +6,7 @@ legalization, a narrow-type emulation and a stream-level failure."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -236,6 +237,9 @@ def test_pass_level_dumps_the_sources_beside_the_originals_check(tmp_path: Path)
     level = stopped.value.args[0].findings.pass_level
     assert level is not None and level["executable"] == "module_main_dispatch_17.mlir"
     assert sorted(log.read_text().split()) == ["dumped", "plain-beside"]
+    # Audit 18 W14: which iree-opt replays is said (none beside the wrapper: PATH's).
+    replays = shutil.which("iree-opt")
+    assert replays and any(f"with {replays}," in n for n in stopped.value.args[0].findings.notes)
 
 
 @pytest.mark.parametrize("linked", [False, True], ids=["path", "link to it"])

@@ -249,3 +249,19 @@ def test_flags_that_cancel_each_other_are_refused(case: Path):
     assert done.returncode == session.EXIT_USAGE, done.stderr
     assert "opposite things" in error_line(done.stderr)
     assert_clean(case)
+
+
+@pytest.mark.parametrize("flag", ["--log-file", "-o"])
+def test_another_runs_state_directory_is_no_place_for_a_path(case: Path, flag: str):
+    """W15: a second run's --log-file went into a killed run's journal, and its -o replaced
+    that run's recorded start program, which the first run's resume then continued from."""
+    state = case / "a.mlir.resume"
+    state.mkdir()
+    (state / "ireereduce-state").write_text("ireereduce state directory\nmade\n")
+    (state / "verdicts.jsonl").write_text("")
+    before = {p.name: p.read_bytes() for p in state.iterdir()}
+    done = cli(case, "input.mlir", "--check", "./check.sh", flag, "a.mlir.resume/verdicts.jsonl")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert "is inside an ireereduce state directory" in error_line(done.stderr)
+    assert {p.name: p.read_bytes() for p in state.iterdir()} == before
+    assert_clean(case)

@@ -17,7 +17,7 @@ from typing import BinaryIO, TextIO
 import attrs
 
 from reducer.core.oracle import whole, write_data
-from reducer.core.state import KINDS, RunState, foreign_lock
+from reducer.core.state import KINDS, MARKER, RunState, foreign_lock
 from reducer.session.scripts import script_and_args, shipped_files
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
@@ -240,10 +240,7 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             raise UserError(
                 EXIT_USAGE, f"{flag} {path} is {what}{link}; ireereduce never overwrites it (give another path)"
             )
-        if inside is not None and real.startswith(inside):
-            raise UserError(EXIT_USAGE, f"{flag} {path} is inside the state directory {state}; give another path")
-        if into := _within(path, folders):
-            raise UserError(EXIT_USAGE, f"{flag} {path} is in {into}, where the report's inputs go; give another path")
+        _not_among_the_runs(flag, path, real, (state, inside), folders)
         if not stdout and loops(path):
             raise UserError(EXIT_USAGE, f"{flag} {path} is a symlink that leads back to itself; give another path")
         target = Target("-", "standard output", 1) if stdout else resolve(path)
@@ -265,6 +262,20 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     if where and where != "-":  # a mismatch's report ships the inputs of its commands there
         check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs", protected)
     _check_derived(settings, output, refused, protected, {real: f"{f} {p}" for real, (f, p) in seen.items()})
+
+
+def _not_among_the_runs(
+    flag: str, path: str, real: str, state: tuple[str | None, str | None], folders: dict[str, str]
+) -> None:
+    """A path given for the run is in none of the folders runs write their own files to:
+    this run's state directory (`state`: as given, and its real path with a trailing
+    separator), a report's inputs folder (`folders`), another run's state directory."""
+    if state[1] is not None and real.startswith(state[1]):
+        raise UserError(EXIT_USAGE, f"{flag} {path} is inside the state directory {state[0]}; give another path")
+    if into := _within(path, folders):
+        raise UserError(EXIT_USAGE, f"{flag} {path} is in {into}, where the report's inputs go; give another path")
+    if os.path.lexists(os.path.join(os.path.dirname(real), MARKER)):  # another run's, which it may continue
+        raise UserError(EXIT_USAGE, f"{flag} {path} is inside an ireereduce state directory; give another path")
 
 
 def _within(path: str, folders: dict[str, str]) -> str | None:

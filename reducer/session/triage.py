@@ -286,10 +286,21 @@ def _at_pass_level(
     alone = f", from executable {found.executable} compiled alone" if found.executable else ""
     findings.notes.append(
         f"pass level: reducing the IR entering the failing pass ({len(found.text.encode())} bytes{alone}; "
-        f"{pipeline}); a check replays it in {verdict.seconds:.2f} s, writing it took {found.seconds:.1f} s"
+        f"{pipeline}); a check replays it in {verdict.seconds:.2f} s with {_tool(replay)}, "
+        f"writing it took {found.seconds:.1f} s"
     )
     log.info("%s", findings.notes[-1])
     return reproducer.strip(found.text), replay
+
+
+def _tool(replay: Oracle) -> str:
+    """The replay's program as it runs: which iree-opt (a build's own, or PATH's)."""
+    import shutil
+
+    from reducer.iree.oracles import CompileOracle
+
+    program = replay.command.argv[0] if isinstance(replay, CompileOracle) else "iree-opt"
+    return shutil.which(program) or program
 
 
 def alongside(
