@@ -300,3 +300,28 @@ def test_a_fifo_or_link_put_under_a_runs_name_during_the_run_is_left_at_its_end(
     left = sorted(p.name for p in (tmp_path / "s").iterdir())
     assert left == [MARKER, "run.json", "verdicts.jsonl"]
     assert "it holds run.json, verdicts.jsonl, which ireereduce did not write" in caplog.text
+
+
+def test_a_start_program_cut_short_is_not_continued(tmp_path: Path, caplog):
+    """Audit 18 W11: a start program cut short (a power cut before the disk had it, or a
+    hand) was read as it was: the run said the input "does not parse as MLIR", reduced it
+    as text, and ended at 9 bytes where the run uninterrupted ends at 136."""
+    state = RunState(str(tmp_path / "s"))
+    state.create(FP, start_with(ORACLES["script"]))
+    program = tmp_path / "s" / "start-text.mlir"
+    program.write_bytes(program.read_bytes()[:20])
+    with caplog.at_level(logging.WARNING):
+        assert RunState(str(tmp_path / "s")).load(FP) is None
+    assert "start-text.mlir is not the program the run recorded" in caplog.text
+
+
+def test_a_state_an_earlier_version_wrote_without_digests_still_continues(tmp_path: Path):
+    state = RunState(str(tmp_path / "s"))
+    begin = start_with(ORACLES["script"])
+    state.create(FP, begin)
+    run = json.loads((tmp_path / "s" / "run.json").read_text())
+    assert set(run["programs"]) == {"text", "original_text", "findings.dispatch.text"}
+    del run["programs"]
+    (tmp_path / "s" / "run.json").write_text(json.dumps(run))
+    loaded = RunState(str(tmp_path / "s")).load(FP)
+    assert loaded is not None and loaded[1] == begin

@@ -154,12 +154,16 @@ class OutputLock:
         self._fd = None
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def digest(path: str | None) -> str | None:
     if path is None:
         return None
     try:
         with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+            return _digest(f.read())
     except OSError:
         return None
 
@@ -289,6 +293,7 @@ class RunState:
         self.owner = None if output is None else _owner(output)
         self.journal: VerdictJournal | None = None
         self._told = False  # that files someone else put here stay
+        self._digests: Any = None  # the start's programs' sha256 by name, as run.json records them
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -388,6 +393,7 @@ class RunState:
         recorded: dict[str, Any] = run["fingerprint"]
         if recorded != fp:
             return recorded, None
+        self._digests = run.get("programs")  # absent in a state an earlier version wrote
         try:
             start = codec.decode(json.loads(read_regular(self._file(_START))), self._read_program)
         except (OSError, ValueError, RecursionError) as exc:  # codec.CodecError is a ValueError
@@ -403,14 +409,22 @@ class RunState:
         file = f"start-{name}.mlir"
         if not _PROGRAM.fullmatch(file):
             raise codec.CodecError(f"not a program's name: {name!r}")
-        return read_regular(self._file(file)).decode()
+        data = read_regular(self._file(file))
+        digests = self._digests
+        if digests is not None and (not isinstance(digests, dict) or digests.get(name) != _digest(data)):
+            raise codec.CodecError(f"{file} is not the program the run recorded (cut short?)")
+        return data.decode()
 
     def _write_program(self, name: str, text: str) -> None:
+        """A program as text, its digest kept for run.json: a file cut short (a power cut
+        before the disk had it) is then told from the one recorded, never used."""
         file = f"start-{name}.mlir"
         if not _PROGRAM.fullmatch(file):
             raise codec.CodecError(f"a program at {name!r}, which is not a file name")
+        data = text.encode()
         with open(self._file(file), "wb") as f:
-            f.write(text.encode())
+            f.write(data)
+        self._digests = (self._digests or {}) | {name: _digest(data)}
 
     def create(self, fp: dict[str, Any], start: Any) -> None:
         """Record a new run in a directory it makes, or is given empty, or already owns:
@@ -425,9 +439,10 @@ class RunState:
                 raise NotOurs(self.path)
             self._write_marker(GIVEN)
         try:
+            self._digests = {}
             data = codec.encode(start, self._write_program)
             self._write_json(_START, data)
-            self._write_json(_RUN, {"format": FORMAT, "fingerprint": fp})
+            self._write_json(_RUN, {"format": FORMAT, "fingerprint": fp, "programs": self._digests})
         except codec.CodecError as exc:
             log.warning("cannot record this run's start in %s (%s); a killed run will start over", self.path, exc)
         except OSError:  # a full disk: a start cut short resumes nothing, and stays for no one
