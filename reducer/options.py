@@ -45,6 +45,8 @@ class Command(click.Command):
         except click.UsageError as exc:
             raise OneLineUsage(exc.format_message()) from None
         except OSError as exc:  # --help, --version, --list-strategies, --print-schema writing to stdout
+            if exc.errno not in _UNWRITABLE:
+                raise
             _unwritable_stdout(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -55,6 +57,10 @@ class Command(click.Command):
         except KeyboardInterrupt:
             click.echo("ireereduce: interrupted before the reduction started", err=True)
             sys.exit(EXIT_INTERRUPTED)
+
+
+#: How writing to a stdout that takes nothing fails: its reader gone, a full or failing disk.
+_UNWRITABLE = (errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF)
 
 
 def _unwritable_stdout(exc: OSError) -> NoReturn:

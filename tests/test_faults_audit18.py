@@ -169,15 +169,17 @@ def test_an_option_that_prints_on_a_full_stdout_is_one_line(case: Path, option: 
 
 
 def test_an_option_that_prints_into_a_closed_pipe_exits_0(case: Path):
-    """D4: `--list-strategies | head -c 10` exited 1 in silence; the reader had what it wanted."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reducer.cli", "--list-strategies"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert proc.stdout is not None
-    proc.stdout.read(10)
-    proc.stdout.close()
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0 and err == b"", err
+    """D4: `--list-strategies | head -c 10` exited 1 in silence; the reader had what it
+    wanted. The pipe's reader is closed before the command starts: its first write fails."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "reducer.cli", "--list-strategies"], stdout=w, stderr=subprocess.PIPE, timeout=60
+        )
+    finally:
+        os.close(w)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
 
 
 @pytest.mark.parametrize(

@@ -373,6 +373,8 @@ def test_localize_only_traces_beside_the_originals_check(tmp_path: Path):
         + ["--against", settings.against or ""],
         capture_output=True,
         text=True,
+        timeout=600,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
     )
     assert proc.returncode == 0, proc.stderr
     assert "dispatch #1 of 6: main_dispatch_1::" in proc.stdout

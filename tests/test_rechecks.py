@@ -317,3 +317,18 @@ def test_a_look_beside_an_original_that_fails_is_cancelled(tmp_path: Path):
     with pytest.raises(UserError):
         _checked_with(tmp_path, look, 2, body="exit 1")
     assert look.heard == [False] and look.cancelled == 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_work_beside_a_flaky_original_is_still_read(tmp_path: Path, workers: int):
+    """Review 20 M1: the original's first check failed it and the second passed it (a
+    flaky check): the work beside was cancelled on the first verdict, and the triage step
+    that read it then raised Cancelled (internal error, exit 1). It runs on, and is read."""
+    from reducer.session.traced import Alongside
+
+    look = Alongside(lambda o: True, lambda o, f, c: "seen", lambda r, o, v: True, 1.0, None, str)
+    count = tmp_path / "count"
+    body = f'echo x >> {count}; [ $(wc -l < {count}) -ge 2 ] && grep -q math.atan2 "$1"'
+    checks, _ = _checked_with(tmp_path, look, workers, body)  # type: ignore[arg-type]
+    assert checks == 2  # it disagreed with the first verdict: the original was checked again
+    assert look.result() == "seen"

@@ -73,14 +73,51 @@ def test_only_a_mismatch_is_traced(tmp_path: Path):
     assert traced.thread is None and traced.result() is None
 
 
+def _sleeper(tmp_path: Path):
+    """Work that writes its pid into its folder's 'pid' file, then runs a minute (cancellable)."""
+    from reducer.core.oracle import run_in
+
+    def work(oracle, folder, cancel):
+        script = make_script(tmp_path / "sleep.sh", f'echo $$ > "{folder}/pid"\nexec sleep 60')
+        return run_in([str(script)], folder, None, cancel=cancel)
+
+    return work
+
+
 def test_the_work_and_its_folder_end_with_the_block(tmp_path: Path):
     """The folder a piece of work keeps (the dumped sources) lives until the run's block
-    ends, and not longer."""
+    ends, and not longer; work that wants none gets none."""
     import contextlib
 
-    oracle, pids = _slow_sides(tmp_path)
-    with contextlib.closing(traced_original(b"module {}\n", "in.mlir", None)) as traced:
-        assert traced.start(oracle, now=True)
-        pid = _started(pids)
-        assert traced.folder is not None and os.path.isdir(traced.folder)
-    assert not os.path.exists(traced.folder) and not _alive(pid)
+    from reducer.session.traced import Alongside
+
+    work = Alongside(lambda o: True, _sleeper(tmp_path), lambda r, o, v: True, 1.0, None, str, wants_folder=True)
+    with contextlib.closing(work):
+        assert work.start(object(), now=True)  # type: ignore[arg-type]
+        _started_in(work)
+        folder = work.folder
+        assert folder is not None and os.path.isdir(folder)
+        pid = int(Path(folder, "pid").read_text())
+    assert not os.path.exists(folder) and not _alive(pid)
+    assert traced_original(b"", "in.mlir", None).folder is None
+
+
+def _started_in(work) -> None:
+    for _ in range(500):
+        if work.folder is not None and Path(work.folder, "pid").exists() and Path(work.folder, "pid").read_text():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the work never started")
+
+
+def test_work_read_after_the_check_starts_its_budget_then():
+    """Review 20 S1: with one worker the work runs after the original's check; its time
+    budget counted from before that check, so it had less time than at -j 2."""
+    from reducer.session.traced import Alongside
+
+    work = Alongside(lambda o: True, lambda o, f, c: "done", lambda r, o, v: True, 1.0, None, str)
+    assert work.start(object(), now=False)  # type: ignore[arg-type]
+    assert work.began is None  # not started: it runs when read
+    before = time.monotonic()
+    assert work.result() == "done"
+    assert work.began is not None and work.began >= before

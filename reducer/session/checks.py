@@ -13,7 +13,7 @@ from reducer.core.oracle import Oracle, Verdict
 class Beside(Protocol):
     """Work on the original that starts with its first check (at once with two workers or
     more: `now`) and, when it agrees with that check's verdict, stands in for the second
-    check (`reducer.session.traced`: a mismatch's traced run)."""
+    check (`reducer.session.traced`: a mismatch's traced run, --pass-level's dump)."""
 
     def start(self, oracle: Oracle, now: bool) -> bool:
         """Whether it started, and so stands in for the second check if it agrees."""

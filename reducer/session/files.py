@@ -219,7 +219,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     refused = None if state is None else RunState(state, output).refusal()  # refused below, once the paths are
     inside = None if state is None or refused else os.path.realpath(state) + os.sep  # nothing given goes there
     # A report's inputs go in REPORT.inputs at the end: nothing else of the run's may be there.
-    folders = {os.path.realpath(w + ".inputs"): w + ".inputs" for w in (settings.report, settings.report_json) if w}
+    where = settings.report or settings.report_json  # the one a mismatch's report ships its inputs beside
+    folders = {os.path.realpath(where + ".inputs"): where + ".inputs"} if where and where != "-" else {}
     if state is not None and (into := _within(state, folders)):
         raise UserError(
             EXIT_USAGE, f"the state directory {state} is in {into}, where the report's inputs go; give another"
@@ -258,7 +259,6 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         _check_writable(flag, path, target, output_file=path == output)
         if not target.stream:
             _not_the_users(flag, path, target.path)
-    where = settings.report or settings.report_json
     if where and where != "-":  # a mismatch's report ships the inputs of its commands there
         check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs", protected)
     _check_derived(settings, output, refused, protected, {real: f"{f} {p}" for real, (f, p) in seen.items()})

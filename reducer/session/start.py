@@ -170,8 +170,8 @@ def check_original(
     blob_sizes: Mapping[str, int] | None = None,
     beside: Beside | None = None,
 ) -> tuple[Oracle, Verdict, float, str | None, Reprinted | None]:
-    """Run the check on the original twice (at once, given two workers): a check that
-    disagrees with itself is flaky. While they run, (if `reprint_early`, with two
+    """Run the check on the original twice (at once, given two workers), or once with
+    `beside` as the second look (`judge_original`): a check that disagrees with itself is flaky. While they run, (if `reprint_early`, with two
     workers or more) parse the original and check its re-printed form where that check
     does not depend on these verdicts (see `Reprinted`), and call `meanwhile` with it;
     neither happens while an oracle measures time. `told` hears the checks' timeout;
@@ -225,8 +225,8 @@ def judge_original(
     when beside agrees with its verdict; a second check if not."""
     # A timeout (of a check that does not time things) ends it: the run stops there.
     ends = lambda v: v.timed_out and not first.measures_time  # noqa: E731
-    takes = beside is not None and not first.measures_time and beside.start(first, executor.workers >= 2)
     try:
+        takes = beside is not None and not first.measures_time and beside.start(first, executor.workers >= 2)
         verdicts = check_repeatedly(executor, first, text.encode(), 1 if takes else 2, until=ends, meanwhile=meanwhile)
         if takes and beside is not None and not ends(verdicts[0]) and not beside.agrees(verdicts[0]):
             verdicts += check_repeatedly(executor, first, text.encode(), 1, until=ends)

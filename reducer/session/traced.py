@@ -32,30 +32,32 @@ T = TypeVar("T")
 
 class Alongside(Generic[T]):
     """One piece of work on the original (`work(oracle, folder, cancel)`, with the
-    uncalibrated oracle and a folder of its own that lives as long as this does),
-    started by `start.judge_original` as the original's first check starts: with two
-    workers or more in a thread of the main process (where triage steps always ran),
-    else when first read. `agree(result, verdict)` says whether it saw the original fail
-    as the check did. Its processes are killed when the run stops (`cancel`), and when
-    it runs past `factor` times the check's calibrated timeout."""
+    uncalibrated oracle; `folder`, when `wants_folder`, is its own and lives as long as
+    this does), started by `start.judge_original` as the original's first check starts:
+    with two workers or more in a thread of the main process (where triage steps always
+    ran), else when first read, after the check. `agree(result, oracle, verdict)` says
+    whether it saw the original fail as the check did. Its processes are killed when
+    the run stops (`cancel`), and when it runs past `factor` times the check's calibrated
+    timeout, counted from its own start (the same budget at any -j)."""
 
     def __init__(
         self,
         wants: Callable[[Oracle], bool],
-        work: Callable[[Oracle, str, CancelFn], T],
+        work: Callable[[Oracle, str | None, CancelFn], T],
         agree: Callable[[T, Oracle, Verdict], bool],
         factor: float,
         timeout: float | None,
         timed_out: Callable[[float], T],
+        wants_folder: bool = False,
     ) -> None:
         self.wants, self.work, self.agree, self.factor = wants, work, agree, factor
-        self.timeout, self.timed_out = timeout, timed_out  # timeout: --timeout's
+        self.timeout, self.timed_out, self.wants_folder = timeout, timed_out, wants_folder  # timeout: --timeout's
         self.oracle: Oracle | None = None
         self.thread: threading.Thread | None = None
         self.done: T | BaseException | None = None
         self.folder: str | None = None
-        self.began = 0.0
-        self.deadline: float | None = None
+        self.began: float | None = None  # when the work started
+        self.budget: float | None = None  # its seconds, once the check's verdict is known
         self.stopped = threading.Event()
 
     def start(self, oracle: Oracle, now: bool) -> bool:
@@ -63,8 +65,7 @@ class Alongside(Generic[T]):
         False (nothing started) for an oracle this work is not for."""
         if not self.wants(oracle):
             return False
-        self.oracle, self.began = oracle, time.monotonic()
-        self.folder = tempfile.mkdtemp(prefix="ireereduce-alongside-", dir=scratch_parent())
+        self.oracle = oracle
         if now:
             run = contextvars.copy_context().run  # the run's directory and limits, as in the main thread
             self.thread = threading.Thread(target=run, args=(self._work,), name="ireereduce-alongside", daemon=True)
@@ -72,19 +73,26 @@ class Alongside(Generic[T]):
         return True
 
     def _work(self) -> None:
-        assert self.oracle is not None and self.folder is not None
+        assert self.oracle is not None
+        self.began = time.monotonic()
         try:
+            if self.wants_folder:
+                self.folder = tempfile.mkdtemp(prefix="ireereduce-alongside-", dir=scratch_parent())
             self.done = self.work(self.oracle, self.folder, self._cancelled)
         except BaseException as exc:  # read, and raised, by the main thread
             self.done = exc
 
     def _cancelled(self) -> bool:
-        return self.stopped.is_set() or (self.deadline is not None and time.monotonic() > self.deadline)
+        if self.stopped.is_set():
+            return True
+        began, budget = self.began, self.budget
+        return began is not None and budget is not None and time.monotonic() > began + budget
 
     def agrees(self, verdict: Verdict) -> bool:
-        """Whether the work saw the original fail as the check did (waits for it)."""
+        """Whether the work saw the original fail as the check did (waits for it). Not
+        for a verdict that is not interesting: the original is checked again, and if
+        that check passes (a flaky check), the triage step still reads the work."""
         if self.oracle is None or not verdict.interesting:
-            self.cancel()
             return False
         self.time_after(verdict)
         try:
@@ -96,18 +104,21 @@ class Alongside(Generic[T]):
     def time_after(self, verdict: Verdict) -> None:
         """Cut the work off at `factor` times the check's calibrated timeout (as
         `start.judge_original` sets it from the original's verdict)."""
-        self.deadline = self.began + self.factor * (self.timeout or 10 * verdict.seconds + 5.0)
+        self.budget = self.factor * (self.timeout or 10 * verdict.seconds + 5.0)
 
     def result(self) -> T | None:
-        """The work's result, once it ended; None if it never started (another oracle)."""
+        """The work's result, once it ended (or what it raised, raised); None if it never
+        started (another oracle) or was stopped: the step then does the work itself."""
         if self.oracle is None:
             return None
-        if self.thread is None and self.done is None:
+        if self.thread is None and self.done is None and not self.stopped.is_set():
             self._work()
         elif self.thread is not None:
             self.thread.join()
-        if isinstance(self.done, Cancelled) and not self.stopped.is_set():
-            return self.timed_out(time.monotonic() - self.began)
+        if self.stopped.is_set() and (self.done is None or isinstance(self.done, Cancelled)):
+            return None
+        if isinstance(self.done, Cancelled):  # past its budget
+            return self.timed_out(time.monotonic() - (self.began or time.monotonic()))
         if isinstance(self.done, BaseException):
             raise self.done
         return self.done
@@ -131,7 +142,7 @@ def traced_original(data: bytes, basename: str, timeout: float | None) -> Alongs
     from reducer.iree import localize
     from reducer.iree.oracles.mismatch import MismatchOracle
 
-    def work(oracle: Oracle, folder: str, cancel: CancelFn) -> localize.Traces:
+    def work(oracle: Oracle, folder: str | None, cancel: CancelFn) -> localize.Traces:
         assert isinstance(oracle, MismatchOracle)
         return localize.trace(oracle, data, basename, cancel)
 
@@ -158,8 +169,8 @@ def dumped_original(data: bytes, timeout: float | None) -> Alongside[Verdict]:
             isinstance(oracle, CompileOracle) and oracle.kind == "compile-failure" and oracle.command.is_iree_compile()
         )
 
-    def work(oracle: Oracle, folder: str, cancel: CancelFn) -> Verdict:
-        assert isinstance(oracle, CompileOracle)
+    def work(oracle: Oracle, folder: str | None, cancel: CancelFn) -> Verdict:
+        assert isinstance(oracle, CompileOracle) and folder is not None
         return reproducer.dump_sources(oracle, data, folder, cancel)
 
     def agree(dumped: Verdict, oracle: Oracle, verdict: Verdict) -> bool:
@@ -169,4 +180,4 @@ def dumped_original(data: bytes, timeout: float | None) -> Alongside[Verdict]:
     def timed_out(seconds: float) -> Verdict:
         return Verdict(False, None, True, seconds, outcome="timeout")
 
-    return Alongside(wants, work, agree, 2.0, timeout, timed_out)
+    return Alongside(wants, work, agree, 2.0, timeout, timed_out, wants_folder=True)

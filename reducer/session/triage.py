@@ -69,7 +69,7 @@ def before(
             raise UserError(EXIT_USAGE, "--isolate-dispatch and --from-phase-dump need an iree-compile command")
         return text, oracle
     if settings.pass_level:
-        return pass_level(settings, text, oracle, findings, executor, beside)
+        return pass_level(settings, text, oracle, findings, executor, beside, attach)
     if settings.isolate_dispatch:
         found = dispatch.isolate(oracle, attach(text.encode()), executor)
         findings.workflow_checks += found.checks
@@ -211,19 +211,18 @@ def pass_level(
     findings: Findings,
     executor: Executor,
     beside: Alongside[Any] | None = None,
+    attach: Callable[[bytes], bytes] = unchanged,
 ) -> tuple[str, Oracle]:
     """--pass-level: the local reproducer of the failing pass, with its replay as the
     oracle, if that replay fails the way the compile does; else the input, and why. A
     code generation failure's comes from the one executable that fails, compiled alone
     (from the sources `beside` dumped, when it did); the whole compile's when that one is
-    not found or replays otherwise."""
+    not found or replays otherwise. The compiles get the program with its blobs (`attach`)."""
     from reducer.iree import reproducer
 
-    data = text.encode()
+    data = attach(text.encode())
     codegen = oracle.expected is not None and any(reproducer.CODEGEN in e for e in oracle.expected.errors)
-    dumped = beside.result() if beside is not None else None
-    given = (beside.folder, dumped) if beside is not None and beside.folder and isinstance(dumped, Verdict) else None
-    tries = [lambda: reproducer.in_executable(oracle, data, given)] if codegen else []
+    tries = [lambda: reproducer.in_executable(oracle, data, _dumped(beside))] if codegen else []
     tries.append(lambda: reproducer.local(oracle, data))
     why = "iree-compile wrote no crash reproducer"
     for attempt in tries:
@@ -238,6 +237,18 @@ def pass_level(
     findings.notes.append(f"--pass-level: {why}; reducing the input")
     log.warning("%s", findings.notes[-1])
     return text, oracle
+
+
+def _dumped(beside: Alongside[Any] | None) -> tuple[str, Verdict] | None:
+    """The folder the sources were dumped into beside the original's check, and that
+    compile's verdict; None when there is none to use (then the dump is made again)."""
+    try:
+        dumped = beside.result() if beside is not None else None
+    except Exception:  # the dump failed beside the check: made again, where its error is told
+        return None
+    if beside is None or beside.folder is None or not isinstance(dumped, Verdict) or dumped.timed_out:
+        return None
+    return beside.folder, dumped
 
 
 def _replaying(
@@ -315,7 +326,7 @@ def alongside(
         if settings.localize and settings.mismatch:
             return contextlib.closing(traced.traced_original(attach(text.encode()), basename, settings.timeout))
         if settings.pass_level and not settings.mismatch:
-            return contextlib.closing(traced.dumped_original(text.encode(), settings.timeout))
+            return contextlib.closing(traced.dumped_original(attach(text.encode()), settings.timeout))
     elif settings.oracle is not None and settings.localize:  # the API's own oracle: start() asks its kind
         return contextlib.closing(traced.traced_original(attach(text.encode()), basename, settings.timeout))
     return contextlib.nullcontext()
@@ -435,7 +446,7 @@ def _localize_only(settings: Settings) -> int:
     if not settings.fresh and os.path.isdir(folder) and os.listdir(folder):
         raise UserError(
             EXIT_USAGE,
-            f"{folder} holds inputs, of an earlier run or yours, and {output} is not there to go with them; "
+            f"{folder} holds inputs, of an earlier run or yours, and no cut program in {output} goes with them; "
             "--localize-only never replaces them (move them away, or --fresh to replace them)",
         )
     text = settings.text if settings.text is not None else read_input(settings.input)
