@@ -4,7 +4,9 @@ so the repro runs as filed), the worst element, and the commands that show it.""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 
 import attrs
 import numpy as np
@@ -59,9 +61,23 @@ def _flags(taken: list[tuple[str, np.ndarray]], folder: str, prefix: str) -> lis
             out.append(inputs.scalar(value, t))
         else:
             file = f"{prefix}input{k}.npy"
-            np.save(os.path.join(folder, file), value)
+            _save(os.path.join(folder, file), value)
             out.append(f"@{os.path.basename(folder)}/{file}")
     return out
+
+
+def _save(path: str, value: np.ndarray) -> None:
+    """np.save, atomically: whatever is under that name is replaced, never written
+    through (a link) or waited on (a FIFO)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".ireereduce-", suffix=".npy")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, value, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def ship(oracle: MismatchOracle, evidence: Evidence, folder: str, program: str) -> dict[str, object]:

@@ -360,13 +360,23 @@ def check_inputs_folder(flag: str, folder: str, protected: dict[str, str] | None
             f"{flag}: {folder} is where the inputs of its commands go, and it holds {read[0]}, which this run "
             "reads; ireereduce never overwrites it (copy it elsewhere or give another path)",
         )
-    theirs = [n for n in names if not _INPUT_FILE.fullmatch(n)]
+    theirs = [n for n in names if not _INPUT_FILE.fullmatch(n) or not _plain_file(os.path.join(folder, n))]
     if theirs:
         raise UserError(
             EXIT_USAGE,
             f"{flag}: {folder} is where the inputs of its commands go, and it holds files ireereduce did not write "
             f"({theirs[0]}{', ...' if len(theirs) > 1 else ''}); move them away or give another path",
         )
+
+
+def _plain_file(path: str) -> bool:
+    """A regular file under one name only: what ireereduce writes, and replaces. A link
+    (symbolic or hard), a FIFO or a folder under an input's name is someone else's."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 def _inode(path: str) -> tuple[int, int] | None:
