@@ -121,6 +121,7 @@ def test_localize_only_refuses_a_log_file_where_it_would_harm(case: Path, log: s
     assert _kept(case, "a.npy") == before and list((case / "cut.mlir.inputs").iterdir()) == []
 
 
+@pytest.mark.e2e
 @needs_iree
 def test_localize_only_keeps_inputs_it_did_not_write_with_them(case: Path):
     """W1: a file named input0.npy in OUTPUT.inputs, with no OUTPUT beside it, was
@@ -135,6 +136,7 @@ def test_localize_only_keeps_inputs_it_did_not_write_with_them(case: Path):
     assert _kept(case, *before) == before
 
 
+@pytest.mark.e2e
 @needs_iree
 @pytest.mark.parametrize("flag", ["-o", "--report"])
 def test_an_array_given_as_at_file_is_protected(case: Path, flag: str):
@@ -226,6 +228,7 @@ def test_nohup_keeps_a_hangup_ignored(case: Path):
     assert_clean(case)
 
 
+@pytest.mark.e2e
 @needs_iree
 def test_resume_with_other_arrays_names_them_not_their_bytes(case: Path):
     """W9: the refusal quoted the arrays' bytes (b"\\x93NUMPY...")."""

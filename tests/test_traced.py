@@ -121,3 +121,16 @@ def test_work_read_after_the_check_starts_its_budget_then():
     before = time.monotonic()
     assert work.result() == "done"
     assert work.began is not None and work.began >= before
+
+
+def test_the_budget_is_the_checks_calibrated_timeout_times_the_factor():
+    """The work may take `factor` times the timeout a check gets: --timeout if given, else
+    ten times the original's check plus 5 s (`settings.check_timeout`, as the start sets it)."""
+    from reducer.session.settings import check_timeout
+    from reducer.session.traced import Alongside
+
+    for given, budget in ((None, 10.0 * (10 * 2.0 + 5.0)), (7.0, 70.0)):
+        work = Alongside(lambda o: True, lambda o, f, c: "done", lambda r, o, v: True, 10.0, given, str)
+        work.time_after(Verdict(True, 0, seconds=2.0, outcome="interesting"))
+        assert work.budget == budget
+    assert check_timeout(None, 2.0, 3.0) == 11.0  # an oracle that measures time: three times

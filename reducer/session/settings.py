@@ -78,6 +78,13 @@ EXIT_CODES = {
 #: Timeout for checking the original when the user gives none (C-Reduce/C-Vise's default).
 INITIAL_TIMEOUT = 300.0
 
+
+def check_timeout(given: float | None, seconds: float, times: float = 10.0) -> float:
+    """A check's timeout, calibrated on how long the original's check took: --timeout if
+    given, else `times` that plus 5 s (3 for an oracle that measures time)."""
+    return given or times * seconds + 5.0
+
+
 #: Past these a count is a typo, not a wish: -j 100000 would fork that many workers (or
 #: queue that many checks on a cluster) and --repeat 1000000 run each check for days.
 MAX_JOBS = 1024

@@ -35,6 +35,7 @@ from reducer.session.settings import (
     Findings,
     Settings,
     UserError,
+    check_timeout,
 )
 from reducer.session.wiring import make_oracle, outside, programs, split_parameters
 
@@ -273,9 +274,7 @@ def judge_original(
             + (" (mlir-reduce users: invert your script's exit codes)" if settings.check is not None else ""),
         )
     seconds = max(v.seconds for v in verdicts)
-    timeout = settings.timeout or 10 * seconds + 5.0
-    if first.measures_time:
-        timeout = settings.timeout or 3 * seconds + 5.0
+    timeout = check_timeout(settings.timeout, seconds, 3.0 if first.measures_time else 10.0)
     oracle = first.calibrate(verdict).with_timeout(timeout)
     if verdict.signature is not None and verdict.signature.kind != "ok":
         log.info(

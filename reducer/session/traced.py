@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from reducer.core.oracle import CancelFn, Cancelled, Oracle, Verdict
 from reducer.core.rundirs import scratch_parent
+from reducer.session.settings import check_timeout
 
 if TYPE_CHECKING:
     from reducer.iree import localize
@@ -104,7 +105,7 @@ class Alongside(Generic[T]):
     def time_after(self, verdict: Verdict) -> None:
         """Cut the work off at `factor` times the check's calibrated timeout (as
         `start.judge_original` sets it from the original's verdict)."""
-        self.budget = self.factor * (self.timeout or 10 * verdict.seconds + 5.0)
+        self.budget = self.factor * check_timeout(self.timeout, verdict.seconds)
 
     def result(self) -> T | None:
         """The work's result, once it ended (or what it raised, raised); None if it never

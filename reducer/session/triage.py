@@ -24,6 +24,7 @@ from reducer.session.settings import (
     Findings,
     Settings,
     UserError,
+    check_timeout,
 )
 
 if TYPE_CHECKING:
@@ -285,7 +286,7 @@ def _at_pass_level(
     from reducer.iree import reproducer
 
     pipeline = found.reproducer.pipeline
-    replay = replay.calibrate(verdict).with_timeout(settings.timeout or 10 * verdict.seconds + 5.0)
+    replay = replay.calibrate(verdict).with_timeout(check_timeout(settings.timeout, verdict.seconds))
     name = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     findings.pass_level = {
         "pipeline": pipeline,
