@@ -5,12 +5,15 @@ and a damaged start program in the state directory."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import make_script, needs_iree
 from test_faults import assert_clean, cli, error_line
 from test_faults_audit import make_case
+from test_faults_audit18 import MISMATCH, MODEL
 
 from reducer import session
 from reducer.iree.evidence import _save
@@ -61,3 +64,72 @@ def test_an_input_array_replaces_what_is_under_its_name(tmp_path: Path, kind: st
     assert victim.read_text() == "mine\n"
     assert np.load(tmp_path / "input0.npy").tolist() == [0, 1, 2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input0.npy", "precious.txt"]
+
+
+# -- the weak points ---------------------------------------------------------------------
+@pytest.fixture
+def mismatch(tmp_path: Path) -> Path:
+    made = make_case(tmp_path)
+    (made / "m.mlir").write_text(MODEL)
+    return made
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_localize_only_that_finds_no_dispatch_writes_nothing_and_says_so(mismatch: Path):
+    """W1: a traced run that failed gave "no dispatch found" on stdout and exit 5, which
+    says the original does not mismatch (it does: the reduction goes on with the whole
+    program). One line, exit 16, nothing written."""
+    real = shutil.which("iree-compile")
+    fails = 'case "$*" in *trace-dispatch*) echo "error: boom" >&2; exit 1;; esac\nexec ' + f'{real} "$@"'
+    make_script(mismatch / "ic", fails)
+    args = [a.replace("iree-compile", str(mismatch / "ic")) for a in MISMATCH]
+    done = cli(mismatch, "m.mlir", *args, "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_NOT_LOCALIZED, done.stderr
+    line = error_line(done.stderr)
+    assert "no dispatch found, nothing written: the traced run failed" in line and "boom" in line, line
+    assert not (mismatch / "cut.mlir").exists() and not (mismatch / "cut.mlir.inputs").exists()
+    assert_clean(mismatch)
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_localize_only_on_an_original_that_times_out_says_so_as_a_reduction_does(mismatch: Path):
+    """W1: --timeout shorter than a compile exited 5 ("does not mismatch: timeout"),
+    where the reduction of the same command exits 6."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, "--timeout", "0.05", "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_CHECK_HANGS, done.stderr
+    assert "did not finish on the original input within 0.05 s" in error_line(done.stderr)
+    assert not (mismatch / "cut.mlir").exists()
+    assert_clean(mismatch)
+
+
+@pytest.mark.parametrize("limit", [["--max-time", "5"], ["--max-checks", "0"], ["--executor", "dask"]])
+def test_localize_only_refuses_what_it_would_ignore(mismatch: Path, limit: list[str]):
+    """W2: --localize-only ran whole past --max-time and --max-checks, and on this
+    machine whatever --executor said."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, *limit, "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert limit[0] in error_line(done.stderr) and "--localize-only" in error_line(done.stderr)
+    assert_clean(mismatch)
+
+
+def test_a_missing_script_given_with_arguments_is_named_alone(mismatch: Path):
+    """W5: `-c "./a.sh math.exp"` with no a.sh named the whole string as the script."""
+    done = cli(mismatch, "input.mlir", "-c", "./a.sh math.exp", "-o", "o.mlir")
+    assert done.returncode == session.EXIT_BAD_CHECK, done.stderr
+    line = error_line(done.stderr)
+    assert "check script './a.sh' does not exist (given as './a.sh math.exp', with its arguments)" in line, line
+
+
+@pytest.mark.parametrize("given", [["--test-arg", "o.mlir"], ["-c", "./check.sh o.mlir"]])
+@pytest.mark.parametrize("flag", ["-o", "--stats-json"])
+def test_a_path_the_check_is_given_is_protected_before_it_exists(mismatch: Path, given: list[str], flag: str):
+    """W6: a path the check is given was protected only if it existed at the start:
+    `--test-arg o.mlir -o o.mlir` gave the check the output the run rewrites."""
+    check = [] if given[0] == "-c" else ["-c", "./check.sh"]
+    done = cli(mismatch, "input.mlir", *check, *given, flag, "o.mlir")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert f"{flag} o.mlir is o.mlir, which the check is given" in error_line(done.stderr)
+    assert not (mismatch / "o.mlir").exists()
+    assert_clean(mismatch)

@@ -5,6 +5,7 @@ ships with it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -65,6 +66,10 @@ def unrunnable(path: str, shown: str | None = None) -> str | None:
 
 def check_script(path: str) -> str:
     if not os.path.exists(path):
+        with contextlib.suppress(ValueError):  # `-c "./a.sh x"`: name ./a.sh, not the whole string
+            if len(words := shlex.split(path)) > 1:
+                said = missing("check script", words[0])
+                raise UserError(EXIT_BAD_CHECK, f"{said} (given as {quoted(path)}, with its arguments)")
         raise UserError(EXIT_BAD_CHECK, missing("check script", path))
     if (why := unrunnable(path)) is not None:
         raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} {why}")

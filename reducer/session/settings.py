@@ -39,6 +39,7 @@ EXIT_EXECUTOR = 12
 EXIT_STOPPED = 13
 EXIT_TRIVIAL = 14
 EXIT_NOT_REPLAYABLE = 15
+EXIT_NOT_LOCALIZED = 16
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -72,6 +73,8 @@ EXIT_CODES = {
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
     "iree-compile, or one naming a pass this iree-opt lacks); the message says what to do",
+    EXIT_NOT_LOCALIZED: "--localize-only found no dispatch to cut out (the traced run failed, no dispatch "
+    "differs the original's way, or the cut program does not mismatch that way); nothing written; the message says why",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
 

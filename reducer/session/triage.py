@@ -17,7 +17,9 @@ from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
 from reducer.session.settings import (
     EXIT_CANNOT_WRITE,
+    EXIT_CHECK_HANGS,
     EXIT_NOT_INTERESTING,
+    EXIT_NOT_LOCALIZED,
     EXIT_OK,
     EXIT_USAGE,
     INITIAL_TIMEOUT,
@@ -397,18 +399,24 @@ NOT_WITH_LOCALIZE_ONLY = {
     "--report-json": "report_json",
     "--stats-json": "stats_json",
     "--progress-json": "progress_json",
+    "--max-time": "max_time",  # localisation is one traced run of each side, not checks to stop between
+    "--max-checks": "max_checks",
 }
 
 
 def alone_with_localize_only(params: dict[str, Any]) -> None:
     """--localize-only writes the cut program and its inputs, no report, stats or events."""
-    given = [flag for flag, key in NOT_WITH_LOCALIZE_ONLY.items() if params.get(key)]
+    given = [flag for flag, key in NOT_WITH_LOCALIZE_ONLY.items() if params.get(key) is not None]
     if given:
         raise UserError(
             EXIT_USAGE, f"{given[0]} goes with a reduction: --localize-only writes the cut program and its inputs only"
         )
     if params.get("localize") is False:
         raise UserError(EXIT_USAGE, "--localize-only and --no-localize ask for opposite things; give one")
+    if params.get("executor") == "dask":
+        raise UserError(
+            EXIT_USAGE, "--localize-only runs on this machine: its traced runs are not checks for --executor dask"
+        )
     from reducer.session.files import default_output
 
     folder = (params.get("output") or default_output(params["input_file"])) + ".inputs"
@@ -463,6 +471,11 @@ def _localize_only(settings: Settings) -> int:
         verdict = oracle.run(text.encode())
         for note in verdict.notes:  # --inputs that do not fit, as a reduction warns of them
             log.warning("%s", note)
+        if verdict.timed_out:  # as a reduction says it (start.judge_original)
+            raise UserError(
+                EXIT_CHECK_HANGS,
+                f"the check did not finish on the original input within {oracle.timeout:g} s; raise --timeout",
+            )
         if not verdict.interesting:
             from reducer.iree.oracles.mismatch import wrong_function
 
@@ -474,15 +487,13 @@ def _localize_only(settings: Settings) -> int:
         traces = traced.result()
     assert traces is not None  # a mismatch's: its kind says so
     where = localize.find(traces, oracle)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so
-    if where.found is None:
-        print(f"no dispatch found: {where.reason}")
-        return EXIT_NOT_INTERESTING
+    if where.found is None:  # the original does mismatch: not exit 5, which says it does not
+        raise UserError(EXIT_NOT_LOCALIZED, f"no dispatch found, nothing written: {where.reason}")
     print(where.found.describe())
     try:
         done = cut.cut(oracle, text.encode(), basename, where.found, lambda data, judge: judge.run(data))  # type: ignore[arg-type]
     except cut.NotCut as exc:
-        print(f"not cut out: {exc}")
-        return EXIT_OK
+        raise UserError(EXIT_NOT_LOCALIZED, f"the dispatch was not cut out, nothing written: {exc}") from None
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
