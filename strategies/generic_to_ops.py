@@ -4,7 +4,7 @@ What a compiler engineer does by hand with a fused elementwise generic: its body
 scalar `arith`/`math` ops over the inputs' elements, and the same ops on whole tensors
 are the same program without the generic, its output operands and its yield. Only
 generics with identity maps, parallel loops, a body that does not read the outputs and
-uses nothing from outside but the inputs (scalar constants become splats).
+uses nothing from outside but the inputs and scalar constants (which become splats).
 """
 
 from __future__ import annotations
@@ -44,10 +44,32 @@ def _eligible(op: ir.Operation) -> bool:
         if body_op.name.split(".")[0] not in ("arith", "math") or len(body_op.regions):
             return False
         for value in body_op.operands:
-            if value not in inside:
-                return False  # captured from outside the generic
+            if value not in inside and not _scalar_constant(value):
+                return False  # captured from outside the generic, and not a constant
         inside |= set(body_op.results)
     return all(v in inside for v in ops[-1].operands)
+
+
+def _scalar_constant(value: ir.Value) -> bool:
+    """A scalar arith.constant outside the generic (a dispatch's IR hoists them there):
+    a splat on tensors, as one inside the body is."""
+    owner = value.owner
+    return (
+        not isinstance(owner, ir.Block)
+        and owner.operation.name == "arith.constant"
+        and not isinstance(value.type, ir.ShapedType)
+    )
+
+
+def _splat(constant: ir.Operation, shape: list[int], ip: ir.InsertionPoint) -> ir.Value:
+    """A scalar constant's value as a tensor of shape, created at ip."""
+    attributes = attributes_of(constant)
+    scalar = str(attributes["value"])
+    literal = scalar[: scalar.rindex(" : ")] if " : " in scalar else scalar
+    t = _tensor(constant.results[0].type, shape)
+    attributes["value"] = ir.Attribute.parse(f"dense<{literal}> : {t}")
+    with constant.location:
+        return ir.Operation.create("arith.constant", results=[t], attributes=attributes, ip=ip).results[0]
 
 
 class GenericToOps(Strategy[MLIRProgram]):
@@ -81,12 +103,13 @@ def _unfuse(op: ir.Operation) -> list[ir.Value]:
     ops = [o.operation for o in block.operations]
     ip = ir.InsertionPoint(op)
     for body_op in ops[:-1]:
-        attributes = attributes_of(body_op)
         if body_op.name == "arith.constant":
-            scalar = str(attributes["value"])
-            literal = scalar[: scalar.rindex(" : ")] if " : " in scalar else scalar
-            t = _tensor(body_op.results[0].type, shape)
-            attributes["value"] = ir.Attribute.parse(f"dense<{literal}> : {t}")
+            tensor_of[body_op.results[0]] = _splat(body_op, shape, ip)
+            continue
+        for value in body_op.operands:
+            if value not in tensor_of:  # a scalar constant from outside (`_eligible`)
+                tensor_of[value] = _splat(value.owner.operation, shape, ip)
+        attributes = attributes_of(body_op)
         with body_op.location:
             new = ir.Operation.create(
                 body_op.name,

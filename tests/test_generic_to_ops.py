@@ -41,9 +41,21 @@ def test_generics_that_are_not_elementwise_stay():
     reduction = GENERIC.replace(
         'iterator_types = ["parallel", "parallel"]', 'iterator_types = ["parallel", "reduction"]'
     )
-    captured = GENERIC.replace(
+    captured = GENERIC.replace("%b: tensor<2x3xf32>)", "%b: tensor<2x3xf32>, %k: f32)").replace(
+        "%s = arith.addf %m, %y : f32", "%s = arith.addf %m, %k : f32"
+    )
+    for text in (transposed, reads_output, reduction, captured):
+        assert GenericToOps().opportunities(program(text)) == [], text
+
+
+def test_a_scalar_constant_from_outside_becomes_a_splat():
+    """A dispatch cut out of the flow IR (localisation) has its constants hoisted out of
+    the generic's body: they are splats on tensors, as the body's own are."""
+    hoisted = GENERIC.replace(
         "%e = tensor.empty() : tensor<2x3xf32>",
         "%e = tensor.empty() : tensor<2x3xf32>\n  %k = arith.constant 2.0 : f32",
     ).replace("%s = arith.addf %m, %y : f32", "%s = arith.addf %m, %k : f32")
-    for text in (transposed, reads_output, reduction, captured):
-        assert GenericToOps().opportunities(program(text)) == [], text
+    ((edit, cand),) = each_edit(GenericToOps(), hoisted)
+    assert "linalg.generic" not in cand.text
+    assert "arith.constant dense<2.000000e+00> : tensor<2x3xf32>" in cand.text
+    assert "arith.addf %2, %cst" in cand.text and "return %3" in cand.text, cand.text
