@@ -18,6 +18,7 @@ from conftest import needs_iree, watched_compile
 from programs import COMPILE
 
 from reducer import session
+from reducer.core.ir import PrintOptions, new_context, parse, to_text
 from reducer.session import Settings, make_oracle, reduce_file
 from reducer.session.settings import EXIT_BAD_INPUT, EXIT_USAGE, LimitReached, UserError
 
@@ -275,6 +276,8 @@ def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path)
     assert "worst error: NaN on a only at output 0 index [" in proc.stdout
     cut = out.read_text()
     assert "math.powf" in cut and "func.call" not in cut and cut.count("linalg.matmul") == 1
+    # Checked as MLIR prints it, as the reduction's workspace does: its re-print needs no check.
+    assert cut == to_text(parse(cut, new_context()).operation, PrintOptions(), verified=False)
     given = np.load(tmp_path / "cut.mlir.inputs" / "input0.npy")
     assert given.shape == (4, 8) and np.isfinite(given).all()  # what dispatch #1 read: before the NaN
     again = subprocess.run(proc.args, capture_output=True, text=True)  # the cut is kept: --fresh replaces it

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import attrs
 
+from reducer.core import ir as irutil
 from reducer.core.oracle import Verdict, candidate_dir, run_in
 from reducer.iree import inputs, localize
 from reducer.iree.oracles.mismatch import MismatchOracle, split_top
@@ -40,6 +41,16 @@ class NotCut(Exception):
     def __init__(self, why: str, checks: int = 0) -> None:
         super().__init__(why)
         self.checks = checks  # the cut program's checks spent before giving up
+
+
+def printed(text: str) -> str:
+    """text as MLIR prints it, as the reduction's workspace does: the cut is checked in
+    that form, so the reduction needs no check of its own that the re-print still
+    mismatches (a compile and a run of each side). Unchanged if it does not parse."""
+    try:
+        return irutil.to_text(irutil.parse(text, irutil.new_context()).operation, irutil.PrintOptions(), verified=False)
+    except irutil.ParseError:
+        return text
 
 
 def flow_ir(oracle: MismatchOracle, data: bytes, basename: str, side: str = "a") -> str:
@@ -176,6 +187,7 @@ def cut(
         raise NotCut(f"the trace has {len(traced)} inputs for {len(types)} arguments")
     given = tuple(inputs.to_bytes(x) for x in traced)
     judge = attrs.evolve(oracle, given=given, function=None)
+    text = printed(text)
     verdict = check(text.encode(), judge)
     if not verdict.interesting:
         raise NotCut(f"the cut program does not reproduce ({judge.why_not(verdict)})", checks=1)
