@@ -4,7 +4,9 @@ What a compiler engineer does by hand with a fused elementwise generic: its body
 scalar `arith`/`math` ops over the inputs' elements, and the same ops on whole tensors
 are the same program without the generic, its output operands and its yield. Only
 generics with identity maps, parallel loops, a body that does not read the outputs and
-uses nothing from outside but the inputs and scalar constants (which become splats).
+uses nothing from outside but the inputs and scalar constants (which become splats),
+and whose yield is computed in the body: a yielded input or constant keeps it fused.
+Static shapes only: a constant's splat needs one.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ def _eligible(op: ir.Operation) -> bool:
     if maps is None or iterators is None or "reduction" in str(iterators) or "window" in str(iterators):
         return False
     shape = op.results[0].type
-    if not isinstance(shape, ir.RankedTensorType):
-        return False
+    if not isinstance(shape, ir.RankedTensorType) or not shape.has_static_shape:
+        return False  # a splat (`_splat`) needs a static shape: `dense<..> : tensor<?xf32>` is no literal
     rank = shape.rank
     if any(
         ir.AffineMapAttr(m).value != ir.AffineMap.get_identity(rank, context=op.context) for m in ir.ArrayAttr(maps)

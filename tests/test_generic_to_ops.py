@@ -44,7 +44,11 @@ def test_generics_that_are_not_elementwise_stay():
     captured = GENERIC.replace("%b: tensor<2x3xf32>)", "%b: tensor<2x3xf32>, %k: f32)").replace(
         "%s = arith.addf %m, %y : f32", "%s = arith.addf %m, %k : f32"
     )
-    for text in (transposed, reads_output, reduction, captured):
+    computed = GENERIC.replace(
+        "%e = tensor.empty() : tensor<2x3xf32>",
+        "%e = tensor.empty() : tensor<2x3xf32>\n  %c = arith.constant 2.0 : f32\n  %k = arith.addf %c, %c : f32",
+    ).replace("%s = arith.addf %m, %y : f32", "%s = arith.addf %m, %k : f32")
+    for text in (transposed, reads_output, reduction, captured, computed):
         assert GenericToOps().opportunities(program(text)) == [], text
 
 
@@ -58,4 +62,15 @@ def test_a_scalar_constant_from_outside_becomes_a_splat():
     ((edit, cand),) = each_edit(GenericToOps(), hoisted)
     assert "linalg.generic" not in cand.text
     assert "arith.constant dense<2.000000e+00> : tensor<2x3xf32>" in cand.text
-    assert "arith.addf %2, %cst" in cand.text and "return %3" in cand.text, cand.text
+    assert "arith.addf %2, %cst_1 : tensor<2x3xf32>" in cand.text and "return %3" in cand.text, cand.text
+
+
+def test_a_dynamic_shape_stays_fused():
+    """A splat of `tensor<?x3xf32>` is no literal: the rewrite would fail, and with it
+    every edit of its batch."""
+    dynamic = GENERIC.replace("tensor<2x3xf32>", "tensor<?x3xf32>").replace(
+        "%e = tensor.empty() : tensor<?x3xf32>",
+        "%z = arith.constant 0 : index\n  %d = tensor.dim %a, %z : tensor<?x3xf32>\n"
+        "  %e = tensor.empty(%d) : tensor<?x3xf32>",
+    )
+    assert GenericToOps().opportunities(program(dynamic)) == []
