@@ -104,22 +104,58 @@ def test_localize_only_on_an_original_that_times_out_says_so_as_a_reduction_does
     assert_clean(mismatch)
 
 
-@pytest.mark.parametrize("limit", [["--max-time", "5"], ["--max-checks", "0"], ["--executor", "dask"]])
+@pytest.mark.parametrize(
+    "limit",
+    [
+        ["--max-time", "5"],
+        ["--max-checks", "0"],
+        ["--repeat", "2"],
+        ["--executor", "dask"],
+        ["--scheduler", "tcp://127.0.0.1:1"],
+        ["--check-files", "m.mlir"],
+        ["--resources", "GPU=1"],
+    ],
+)
 def test_localize_only_refuses_what_it_would_ignore(mismatch: Path, limit: list[str]):
-    """W2: --localize-only ran whole past --max-time and --max-checks, and on this
-    machine whatever --executor said."""
+    """W2: --localize-only ran whole past --max-time and --max-checks, once whatever
+    --repeat said, and on this machine whatever --executor and its options said."""
     done = cli(mismatch, "m.mlir", *MISMATCH, *limit, "-o", "cut.mlir", "--localize-only")
     assert done.returncode == session.EXIT_USAGE, done.stderr
-    assert limit[0] in error_line(done.stderr) and "--localize-only" in error_line(done.stderr)
+    line = error_line(done.stderr)
+    assert limit[0] in line and "--localize-only runs each side once, traced, on this machine" in line, line
     assert_clean(mismatch)
 
 
+def test_localize_only_keeps_no_state(mismatch: Path):
+    done = cli(mismatch, "m.mlir", *MISMATCH, "--state-dir", "st", "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert "--state-dir goes with a reduction" in error_line(done.stderr)
+    assert not (mismatch / "st").exists()
+    assert_clean(mismatch)
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_localize_only_takes_the_defaults_as_not_given(mismatch: Path):
+    """The refusals read what was given, not a default (--repeat 1, --executor local)."""
+    done = cli(
+        mismatch, "m.mlir", *MISMATCH, "--repeat", "1", "--executor", "local", "--localize-only", "--timeout", "0.05"
+    )
+    assert done.returncode == session.EXIT_CHECK_HANGS, done.stderr
+
+
 def test_a_missing_script_given_with_arguments_is_named_alone(mismatch: Path):
-    """W5: `-c "./a.sh math.exp"` with no a.sh named the whole string as the script."""
+    """W5: `-c "./a.sh math.exp"` with no a.sh named the whole string as the script; it
+    may be one name with a space too, so both are said. A first word that is a folder
+    is said to be one."""
     done = cli(mismatch, "input.mlir", "-c", "./a.sh math.exp", "-o", "o.mlir")
     assert done.returncode == session.EXIT_BAD_CHECK, done.stderr
     line = error_line(done.stderr)
-    assert "check script './a.sh' does not exist (given as './a.sh math.exp', with its arguments)" in line, line
+    assert "'./a.sh math.exp' does not exist, nor does './a.sh', were the rest its arguments" in line, line
+    (mismatch / "checks").mkdir()
+    done = cli(mismatch, "input.mlir", "-c", "./checks math.exp", "-o", "o.mlir")
+    assert done.returncode == session.EXIT_BAD_CHECK, done.stderr
+    assert "check script './checks' is a directory" in error_line(done.stderr)
 
 
 @pytest.mark.parametrize("given", [["--test-arg", "o.mlir"], ["-c", "./check.sh o.mlir"]])
@@ -132,4 +168,30 @@ def test_a_path_the_check_is_given_is_protected_before_it_exists(mismatch: Path,
     assert done.returncode == session.EXIT_USAGE, done.stderr
     assert f"{flag} o.mlir is o.mlir, which the check is given" in error_line(done.stderr)
     assert not (mismatch / "o.mlir").exists()
+    assert_clean(mismatch)
+
+
+def test_a_device_the_check_is_given_is_no_file_to_keep(mismatch: Path):
+    """`--test-arg /dev/null --log-file /dev/null` ran before the W6 fix, and runs."""
+    done = cli(mismatch, "input.mlir", "-c", "./check.sh", "--test-arg", "/dev/null", "--log-file", "/dev/null")
+    assert done.returncode == session.EXIT_OK, done.stderr
+    assert_clean(mismatch)
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_localize_only_that_cannot_cut_the_dispatch_writes_nothing(mismatch: Path):
+    """The dispatch found but not cut out (here its flow IR cannot be made) exited 0
+    with nothing written; 16 now, and an earlier cut (with --fresh) is said to be kept."""
+    real = shutil.which("iree-compile")
+    fails = 'case "$*" in *compile-to=flow*) echo "error: flow boom" >&2; exit 1;; esac\nexec ' + f'{real} "$@"'
+    make_script(mismatch / "ic", fails)
+    (mismatch / "cut.mlir").write_text("earlier\n")
+    args = [a.replace("iree-compile", str(mismatch / "ic")) for a in MISMATCH]
+    done = cli(mismatch, "m.mlir", *args, "-o", "cut.mlir", "--localize-only", "--fresh")
+    assert done.returncode == session.EXIT_NOT_LOCALIZED, done.stderr
+    line = error_line(done.stderr)
+    assert "the dispatch was not cut out, nothing written (cut.mlir from before is kept)" in line, line
+    assert "flow boom" in line and "dispatch #" in done.stdout
+    assert (mismatch / "cut.mlir").read_text() == "earlier\n" and not (mismatch / "cut.mlir.inputs").exists()
     assert_clean(mismatch)

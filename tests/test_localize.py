@@ -18,7 +18,8 @@ from conftest import needs_iree, watched_compile
 from programs import COMPILE
 
 from reducer import session
-from reducer.core.ir import PrintOptions, new_context, parse, to_text
+from reducer.core.ir import PrintOptions
+from reducer.core.workspace import MLIRWorkspace
 from reducer.session import Settings, make_oracle, reduce_file
 from reducer.session.settings import EXIT_BAD_INPUT, EXIT_USAGE, LimitReached, UserError
 
@@ -277,7 +278,7 @@ def test_localize_only_prints_the_dispatch_and_writes_it_cut_out(tmp_path: Path)
     cut = out.read_text()
     assert "math.powf" in cut and "func.call" not in cut and cut.count("linalg.matmul") == 1
     # Checked as MLIR prints it, as the reduction's workspace does: its re-print needs no check.
-    assert cut == to_text(parse(cut, new_context()).operation, PrintOptions(), verified=False)
+    assert MLIRWorkspace(cut, PrintOptions()).canonical(PrintOptions()) == cut
     given = np.load(tmp_path / "cut.mlir.inputs" / "input0.npy")
     assert given.shape == (4, 8) and np.isfinite(given).all()  # what dispatch #1 read: before the NaN
     again = subprocess.run(proc.args, capture_output=True, text=True)  # the cut is kept: --fresh replaces it
@@ -600,3 +601,29 @@ def test_the_functions_a_module_has_are_named_on_one_line():
     assert _some(["main", "f"]) == "main, f"
     names = [f"f{k}" for k in range(2000)]
     assert _some(names) == ", ".join(names[:20]) + " and 1980 more"
+
+
+def test_a_cut_mlir_prints_otherwise_is_checked_as_cut_when_the_print_does_not_reproduce(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The cut is checked as MLIR prints it; when that print does not reproduce (the
+    bindings' IREE is not --compile's, say) the text as cut is checked too, and kept."""
+    from types import SimpleNamespace
+
+    from reducer.core.oracle import Verdict
+    from reducer.iree import cut
+
+    as_cut = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  return %x : tensor<4xf32>\n}\n"
+    monkeypatch.setattr(cut, "flow_ir", lambda *a, **k: "flow")
+    monkeypatch.setattr(cut, "program", lambda flow, name: (as_cut, ["tensor<4xf32>"]))
+    found = SimpleNamespace(name="d::d", traced=SimpleNamespace(inputs=[np.zeros(4, np.float32)]), traced_b=None)
+    oracle = make_oracle(demote_settings(tmp_path), "model.mlir", 10.0)
+    seen: list[bytes] = []
+
+    def check(data: bytes, judge: object) -> Verdict:
+        seen.append(data)
+        return Verdict(data == as_cut.encode(), 0, outcome="interesting" if data == as_cut.encode() else "same outputs")
+
+    done = cut.cut(oracle, b"model", "model.mlir", found, check)  # type: ignore[arg-type]
+    assert seen[0].startswith(b"module {") and seen[1:] == [as_cut.encode()]
+    assert done.text == as_cut and done.checks == 2

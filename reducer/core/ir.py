@@ -110,6 +110,15 @@ def to_text(op: ir.Operation, options: PrintOptions, verified: bool = True) -> s
     )
 
 
+def reprinted(text: str) -> str:
+    """text as an MLIR workspace prints it (`MLIRWorkspace`, default options, no blobs);
+    unchanged if it does not parse."""
+    try:
+        return to_text(parse(text, new_context()).operation, PrintOptions(), verified=False)
+    except ParseError:
+        return text
+
+
 def same_ir(lhs: ir.Operation, rhs: ir.Operation) -> bool:
     """Whether two ops are equal down to their regions, attributes and locations: then
     they print the same text, and comparing them costs a tenth of printing one."""

@@ -43,16 +43,6 @@ class NotCut(Exception):
         self.checks = checks  # the cut program's checks spent before giving up
 
 
-def printed(text: str) -> str:
-    """text as MLIR prints it, as the reduction's workspace does: the cut is checked in
-    that form, so the reduction needs no check of its own that the re-print still
-    mismatches (a compile and a run of each side). Unchanged if it does not parse."""
-    try:
-        return irutil.to_text(irutil.parse(text, irutil.new_context()).operation, irutil.PrintOptions(), verified=False)
-    except irutil.ParseError:
-        return text
-
-
 def flow_ir(oracle: MismatchOracle, data: bytes, basename: str, side: str = "a") -> str:
     """A side's program after dispatch formation (--compile-to=flow), traced like the run."""
     with candidate_dir(data, basename) as (tmp, path):
@@ -159,6 +149,7 @@ class Cut:
     text: str
     oracle: MismatchOracle
     verdict: Verdict
+    checks: int = 1  # two when MLIR's print of it did not reproduce and the text as cut did
 
 
 def cut(
@@ -187,8 +178,15 @@ def cut(
         raise NotCut(f"the trace has {len(traced)} inputs for {len(types)} arguments")
     given = tuple(inputs.to_bytes(x) for x in traced)
     judge = attrs.evolve(oracle, given=given, function=None)
-    text = printed(text)
-    verdict = check(text.encode(), judge)
+    # Checked as MLIR prints it, as the reduction's workspace does: the reduction then
+    # needs no check that its re-print still mismatches (a compile and a run of each side).
+    # The text as cut is checked too only if that print does not reproduce (the bindings'
+    # IREE is not --compile's, say), as the reduction would fall back to it.
+    shown = irutil.reprinted(text)
+    verdict = check(shown.encode(), judge)
+    checks = 1
+    if not verdict.interesting and shown != text:
+        shown, verdict, checks = text, check(text.encode(), judge), 2
     if not verdict.interesting:
-        raise NotCut(f"the cut program does not reproduce ({judge.why_not(verdict)})", checks=1)
-    return Cut(text, judge.calibrate(verdict), verdict)
+        raise NotCut(f"the cut program does not reproduce ({judge.why_not(verdict)})", checks=checks)
+    return Cut(shown, judge.calibrate(verdict), verdict, checks)

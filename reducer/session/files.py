@@ -419,7 +419,10 @@ def read_by_the_run(settings: Settings) -> dict[str, str]:
         for used in shipped_files(script):
             protected.setdefault(os.path.realpath(used), f"{used}, which the check script uses")
         for arg in (*args, *settings.test_args):  # `-c "./check.sh pat.txt"`, --test-arg pat.txt
-            if arg and not os.path.isdir(arg):  # one made later is the check's too (say, by the check)
+            # An absolute name reaches the check as it is, a relative one once it exists (a
+            # rerun, a resume): refused either way, so the first run and the rerun agree.
+            # A folder or a device (`/dev/null`) is no file of the user's to keep.
+            if arg and (os.path.isfile(arg) or not os.path.exists(arg)):
                 protected.setdefault(os.path.realpath(arg), f"{arg}, which the check is given")
         for used in settings.check_files:
             protected.setdefault(os.path.realpath(used), f"{used}, which --check-files ships with the check")

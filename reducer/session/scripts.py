@@ -66,10 +66,14 @@ def unrunnable(path: str, shown: str | None = None) -> str | None:
 
 def check_script(path: str) -> str:
     if not os.path.exists(path):
-        with contextlib.suppress(ValueError):  # `-c "./a.sh x"`: name ./a.sh, not the whole string
+        with contextlib.suppress(ValueError):  # `-c "./a.sh x"`: a script and its arguments, or one name?
             if len(words := shlex.split(path)) > 1:
-                said = missing("check script", words[0])
-                raise UserError(EXIT_BAD_CHECK, f"{said} (given as {quoted(path)}, with its arguments)")
+                if (why := unrunnable(words[0]) if os.path.exists(words[0]) else None) is not None:
+                    raise UserError(EXIT_BAD_CHECK, f"check script {quoted(words[0])} {why}")
+                raise UserError(
+                    EXIT_BAD_CHECK,
+                    f"{missing('check script', path)}, nor does {quoted(words[0])}, were the rest its arguments",
+                )
         raise UserError(EXIT_BAD_CHECK, missing("check script", path))
     if (why := unrunnable(path)) is not None:
         raise UserError(EXIT_BAD_CHECK, f"check script {quoted(path)} {why}")

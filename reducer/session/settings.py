@@ -73,8 +73,9 @@ EXIT_CODES = {
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
     "iree-compile, or one naming a pass this iree-opt lacks); the message says what to do",
-    EXIT_NOT_LOCALIZED: "--localize-only found no dispatch to cut out (the traced run failed, no dispatch "
-    "differs the original's way, or the cut program does not mismatch that way); nothing written; the message says why",
+    EXIT_NOT_LOCALIZED: "--localize-only found no dispatch it could cut out (the traced run failed, no dispatch "
+    "differs the original's way, the dispatch cannot be cut, or its cut does not mismatch that way); nothing written; "
+    "the message says why",
     EXIT_INTERRUPTED: "interrupted; the output holds the smallest interesting program found",
 }
 

@@ -213,6 +213,15 @@ def check_original(
     return oracle, verdict, timeout, flaky, early[0] if early else None
 
 
+def hung(oracle: Oracle) -> UserError:
+    """The original's check timed out: the run stops there (also --localize-only's)."""
+    return UserError(
+        EXIT_CHECK_HANGS,
+        f"the check did not finish on the original input within {oracle.timeout:g} s; "
+        "fix the script or raise --timeout",
+    )
+
+
 def judge_original(
     settings: Settings,
     text: str,
@@ -242,11 +251,7 @@ def judge_original(
     for note in verdict.notes:
         log.warning("%s", note)
     if verdict.timed_out and not first.measures_time:
-        raise UserError(
-            EXIT_CHECK_HANGS,
-            f"the check did not finish on the original input within {first.timeout:g} s; "
-            "fix the script or raise --timeout",
-        )
+        raise hung(first)
     if verdict.outcome == "not replayable":
         why = first.why_not(verdict)
         if "pipeline-adaptor" not in why:  # a local reproducer: a pass of another iree-opt, or a typo

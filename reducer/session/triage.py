@@ -17,7 +17,6 @@ from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
 from reducer.session.settings import (
     EXIT_CANNOT_WRITE,
-    EXIT_CHECK_HANGS,
     EXIT_NOT_INTERESTING,
     EXIT_NOT_LOCALIZED,
     EXIT_OK,
@@ -369,7 +368,7 @@ def localized(
         findings.notes.append(f"localised to {where.found.name}, but {exc}; reducing the whole program")
         log.warning("%s", findings.notes[-1])
         return text, oracle
-    findings.workflow_checks += 1  # the cut program's check
+    findings.workflow_checks += done.checks  # the cut program's check (or two)
     findings.localized = where.found.summary()
     findings.notes.append(
         f"localised to dispatch #{where.found.index} {where.found.name} ({where.found.kind}); "
@@ -393,30 +392,36 @@ def ops_summary(result: Any) -> str:
     return f"model {model} ops, cut at dispatch #{where['index']} to {original.ops} ops, reduced to {final.ops} ops; "
 
 
-#: What --localize-only never writes: asked for with it, refused rather than ignored.
-NOT_WITH_LOCALIZE_ONLY = {
-    "--report": "report",
-    "--report-json": "report_json",
-    "--stats-json": "stats_json",
-    "--progress-json": "progress_json",
-    "--max-time": "max_time",  # localisation is one traced run of each side, not checks to stop between
-    "--max-checks": "max_checks",
-}
+_WRITES = "--localize-only writes the cut program and its inputs only"
+_RUNS = "--localize-only runs each side once, traced, on this machine"
+#: What a reduction does and --localize-only does not: asked for with it, refused rather
+#: than ignored. The flag, its parameter, and why.
+NOT_WITH_LOCALIZE_ONLY = [
+    ("--report", "report", _WRITES),
+    ("--report-json", "report_json", _WRITES),
+    ("--stats-json", "stats_json", _WRITES),
+    ("--progress-json", "progress_json", _WRITES),
+    ("--state-dir", "state_dir", _WRITES),
+    ("--max-time", "max_time", _RUNS),
+    ("--max-checks", "max_checks", _RUNS),
+    ("--repeat", "repeat", _RUNS),
+    ("--executor dask", "executor", _RUNS),
+    ("--scheduler", "scheduler", _RUNS),
+    ("--resources", "resources", _RUNS),
+    ("--check-files", "check_files", _RUNS),
+]
+#: The parameters' values when not given (None for the others).
+_UNGIVEN = {"repeat": 1, "executor": "local", "resources": {}, "check_files": ()}
 
 
 def alone_with_localize_only(params: dict[str, Any]) -> None:
-    """--localize-only writes the cut program and its inputs, no report, stats or events."""
-    given = [flag for flag, key in NOT_WITH_LOCALIZE_ONLY.items() if params.get(key) is not None]
-    if given:
-        raise UserError(
-            EXIT_USAGE, f"{given[0]} goes with a reduction: --localize-only writes the cut program and its inputs only"
-        )
+    """--localize-only is one traced run of each side, here, and writes the cut program
+    and its inputs: what goes with a reduction only is refused, one line, exit 2."""
+    for flag, key, why in NOT_WITH_LOCALIZE_ONLY:
+        if params.get(key, _UNGIVEN.get(key)) not in (None, _UNGIVEN.get(key)):
+            raise UserError(EXIT_USAGE, f"{flag} goes with a reduction: {why}")
     if params.get("localize") is False:
         raise UserError(EXIT_USAGE, "--localize-only and --no-localize ask for opposite things; give one")
-    if params.get("executor") == "dask":
-        raise UserError(
-            EXIT_USAGE, "--localize-only runs on this machine: its traced runs are not checks for --executor dask"
-        )
     from reducer.session.files import default_output
 
     folder = (params.get("output") or default_output(params["input_file"])) + ".inputs"
@@ -471,11 +476,10 @@ def _localize_only(settings: Settings) -> int:
         verdict = oracle.run(text.encode())
         for note in verdict.notes:  # --inputs that do not fit, as a reduction warns of them
             log.warning("%s", note)
-        if verdict.timed_out:  # as a reduction says it (start.judge_original)
-            raise UserError(
-                EXIT_CHECK_HANGS,
-                f"the check did not finish on the original input within {oracle.timeout:g} s; raise --timeout",
-            )
+        if verdict.timed_out:
+            from reducer.session.start import hung
+
+            raise hung(oracle)
         if not verdict.interesting:
             from reducer.iree.oracles.mismatch import wrong_function
 
@@ -487,13 +491,15 @@ def _localize_only(settings: Settings) -> int:
         traces = traced.result()
     assert traces is not None  # a mismatch's: its kind says so
     where = localize.find(traces, oracle)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so
-    if where.found is None:  # the original does mismatch: not exit 5, which says it does not
-        raise UserError(EXIT_NOT_LOCALIZED, f"no dispatch found, nothing written: {where.reason}")
+    # The original does mismatch: not exit 5, which says it does not.
+    kept = f" ({output} from before is kept)" if os.path.isfile(output) and os.path.getsize(output) else ""
+    if where.found is None:
+        raise UserError(EXIT_NOT_LOCALIZED, f"no dispatch found, nothing written{kept}: {where.reason}")
     print(where.found.describe())
     try:
         done = cut.cut(oracle, text.encode(), basename, where.found, lambda data, judge: judge.run(data))  # type: ignore[arg-type]
     except cut.NotCut as exc:
-        raise UserError(EXIT_NOT_LOCALIZED, f"the dispatch was not cut out, nothing written: {exc}") from None
+        raise UserError(EXIT_NOT_LOCALIZED, f"the dispatch was not cut out, nothing written{kept}: {exc}") from None
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as exc:
