@@ -183,9 +183,10 @@ def _run(settings: Settings, monitor: Monitor) -> Reduction:
 def _reports(settings: Settings, result: Result, status: str) -> dict[str, Any]:
     """The report's content, written where --report and --report-json ask."""
     from reducer.iree import report as reporting  # imported while the original was checked
+    from reducer.session.files import report_inputs
 
-    where = settings.report or settings.report_json
-    data = reporting.build(result, settings.input, status, where + ".inputs" if where and where != "-" else None)
+    ships = report_inputs(settings, result.output)
+    data = reporting.build(result, settings.input, status, *(ships or (None, "")))
     best = f"the reduced program is in {result.output}"
     if settings.report:
         session.save(settings.report, reporting.to_markdown(data).encode(errors="surrogateescape"), "the report", best)

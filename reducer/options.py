@@ -40,6 +40,8 @@ class Command(click.Command):
         from reducer.core.rundirs import remove_stale_runs
 
         remove_stale_runs()  # what a kill -9 left goes first, also when the command line is refused
+        if sys.stdout is None and any(a.partition("=")[0] in _PRINTS for a in args):
+            _unwritable_stdout(OSError(errno.EBADF, "it is closed"))  # click would print nowhere, exit 0
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
@@ -59,6 +61,8 @@ class Command(click.Command):
             sys.exit(EXIT_INTERRUPTED)
 
 
+#: The options that only print, to stdout.
+_PRINTS = {"--help", "-h", "--version", "--list-strategies", "--print-schema"}
 #: How writing to a stdout that takes nothing fails: its reader gone, a full or failing disk.
 _UNWRITABLE = (errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF)
 

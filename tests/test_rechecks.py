@@ -249,7 +249,7 @@ class Look:
         self.heard: list[bool] = []  # each verdict's `interesting` it was asked about
         self.cancelled = 0
 
-    def start(self, oracle, now: bool) -> bool:
+    def start(self, oracle, now: bool, deadline: float | None = None) -> bool:
         self.started.append(now)
         return self.starts
 

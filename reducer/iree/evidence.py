@@ -5,7 +5,9 @@ so the repro runs as filed), the worst element, and the commands that show it.""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 
 import attrs
@@ -82,8 +84,13 @@ def _save(path: str, value: np.ndarray) -> None:
 
 def ship(oracle: MismatchOracle, evidence: Evidence, folder: str, program: str) -> dict[str, object]:
     """Write the inputs into folder (input{k}.npy; b-input{k}.npy where side b takes other
-    types) and say how to show the difference: the report's 'difference' section."""
-    os.makedirs(folder, exist_ok=True)
+    types) and say how to show the difference: the report's 'difference' section. The
+    folder is made here, or is one the run checked at its start: one that became a link or
+    a file since (someone else's) is refused, never written through (NotADirectoryError)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder)
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        raise NotADirectoryError(errno.ENOTDIR, "it changed during the run: not a folder ireereduce made", folder)
     a, b = evidence.inputs["a"], evidence.inputs["b"]
     given = {"a": _flags(a, folder, "")}
     given["b"] = given["a"] if [t for t, _ in b] == [t for t, _ in a] else _flags(b, folder, "b-")

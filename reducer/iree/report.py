@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import platform
 import re
@@ -27,6 +28,8 @@ from reducer.iree import parameters
 from reducer.iree.dispatch import Isolated
 from reducer.iree.oracles.command import resolve_tool
 from reducer.iree.signature import Signature
+
+log = logging.getLogger(__name__)
 
 
 class Findings(Protocol):
@@ -145,10 +148,12 @@ def script_text(oracle: Oracle | None) -> dict[str, str] | None:
     return {"name": os.path.basename(path), "text": text}
 
 
-def build(result: Result, input_path: str, status: str, inputs_folder: str | None = None) -> dict[str, Any]:
+def build(
+    result: Result, input_path: str, status: str, inputs_folder: str | None = None, beside: str = "this report"
+) -> dict[str, Any]:
     """The report's content; the output file holds the program the report shows (until
     a run has found something smaller, the input does). A numeric mismatch's inputs are
-    written to inputs_folder, beside the report, for its commands."""
+    written to inputs_folder, for its commands (`beside`: what the folder is beside)."""
     shown = result.output if os.path.exists(result.output) and result.written else input_path
     program = ""
     if os.path.isfile(shown):
@@ -170,7 +175,7 @@ def build(result: Result, input_path: str, status: str, inputs_folder: str | Non
     start = result.stats.original
     failure = clean_output(verdict.stderr_tail, name) if verdict is not None else ""
     reproduce = oracle.reproducer(name) if oracle is not None else ""
-    shown_by = difference(oracle, program, name, inputs_folder)  # a mismatch's commands, its inputs shipped
+    shown_by = difference(oracle, program, name, inputs_folder, beside)  # a mismatch's commands, its inputs shipped
     return {
         "schema": SCHEMA,
         "title": title(sig, failure, input_path, kind),
@@ -213,9 +218,12 @@ def build(result: Result, input_path: str, status: str, inputs_folder: str | Non
     }
 
 
-def difference(oracle: Oracle | None, program: str, name: str, folder: str | None) -> dict[str, Any] | None:
+def difference(
+    oracle: Oracle | None, program: str, name: str, folder: str | None, beside: str = "this report"
+) -> dict[str, Any] | None:
     """A numeric mismatch's evidence (reducer/iree/evidence.py): the final program run
-    once more, its inputs shipped in folder; None for other oracles or when it agrees."""
+    once more, its inputs shipped in folder; None for other oracles, when it agrees, or
+    when the folder cannot take them (said in one line: the report goes without them)."""
     from reducer.iree.oracles.mismatch import MismatchOracle
 
     if folder is None or not isinstance(oracle, MismatchOracle) or not program:
@@ -223,7 +231,18 @@ def difference(oracle: Oracle | None, program: str, name: str, folder: str | Non
     from reducer.iree import evidence
 
     found = evidence.gather(oracle, program.encode(), name)
-    return None if found is None else evidence.ship(oracle, found, folder, name)
+    if found is None:
+        return None
+    try:
+        return evidence.ship(oracle, found, folder, name) | {"inputs_beside": beside}
+    except OSError as exc:
+        log.warning(
+            "the report's inputs were not written to %s (%s); the report leaves out the commands that show "
+            "the difference",
+            folder,
+            exc.strerror or exc,
+        )
+        return None
 
 
 def _localized(report: dict[str, Any]) -> list[str]:
@@ -256,7 +275,7 @@ def _localized(report: dict[str, Any]) -> list[str]:
             f"b = {worst['b']}"
             + (f", |a - b| = {worst['error']:g}" if worst["error"] is not None else "")
             + f" ({worst['kind']})",
-            f"- inputs: in `{diff['inputs_folder']}/`, beside this report",
+            f"- inputs: in `{diff['inputs_folder']}/`, beside {diff.get('inputs_beside', 'this report')}",
             "",
             "```sh",
             diff["commands"],

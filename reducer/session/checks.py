@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -15,8 +16,9 @@ class Beside(Protocol):
     more: `now`) and, when it agrees with that check's verdict, stands in for the second
     check (`reducer.session.traced`: a mismatch's traced run, --pass-level's dump)."""
 
-    def start(self, oracle: Oracle, now: bool) -> bool:
-        """Whether it started, and so stands in for the second check if it agrees."""
+    def start(self, oracle: Oracle, now: bool, deadline: float | None = None) -> bool:
+        """Whether it started, and so stands in for the second check if it agrees. It
+        stops at `deadline` (time.monotonic(); --max-time's) whatever its budget."""
 
     def agrees(self, verdict: Verdict) -> bool: ...
 
@@ -31,6 +33,7 @@ def check_repeatedly(
     until: Callable[[Verdict], bool],
     meanwhile: Callable[[], object] | None = None,
     started: Sequence[concurrent.futures.Future[Verdict]] = (),
+    deadline: float | None = None,
 ) -> list[Verdict]:
     """Check data `times` times and read the verdicts in order, stopping after the first
     one `until` accepts. The checks run at once on the executor's workers (a re-check
@@ -40,7 +43,9 @@ def check_repeatedly(
     a check is raised as it is: the caller knows what to tell the user (before the run,
     or after it, where the best result so far is). `meanwhile` runs once the first checks
     are submitted, before any is read. `started`: checks of data by oracle on executor
-    that are already running (the engine's early re-checks), read first."""
+    that are already running (the engine's early re-checks), read first. At `deadline`
+    (time.monotonic()) the wait ends in concurrent.futures.TimeoutError, the checks
+    cancelled."""
     concurrent_ = not oracle.measures_time
     futures = list(started[:times])
     for future in started[times:]:
@@ -53,7 +58,8 @@ def check_repeatedly(
         while len(read) < times:
             if len(futures) <= len(read):
                 futures.append(executor.submit(data, oracle))
-            verdict = futures[len(read)].result()
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            verdict = futures[len(read)].result(wait)
             read.append(verdict)
             if until(verdict):
                 break

@@ -219,8 +219,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
     refused = None if state is None else RunState(state, output).refusal()  # refused below, once the paths are
     inside = None if state is None or refused else os.path.realpath(state) + os.sep  # nothing given goes there
     # A report's inputs go in REPORT.inputs at the end: nothing else of the run's may be there.
-    where = settings.report or settings.report_json  # the one a mismatch's report ships its inputs beside
-    folders = {os.path.realpath(where + ".inputs"): where + ".inputs"} if where and where != "-" else {}
+    ships = report_inputs(settings, output)
+    folders = {os.path.realpath(ships[0]): ships[0]} if ships else {}
     if state is not None and (into := _within(state, folders)):
         raise UserError(
             EXIT_USAGE, f"the state directory {state} is in {into}, where the report's inputs go; give another"
@@ -259,9 +259,23 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         _check_writable(flag, path, target, output_file=path == output)
         if not target.stream:
             _not_the_users(flag, path, target.path)
-    if where and where != "-":  # a mismatch's report ships the inputs of its commands there
-        check_inputs_folder("--report" if settings.report else "--report-json", where + ".inputs", protected)
+    if ships:  # a mismatch's report ships the inputs of its commands there
+        check_inputs_folder("--report" if settings.report else "--report-json", ships[0], protected)
     _check_derived(settings, output, refused, protected, {real: f"{f} {p}" for real, (f, p) in seen.items()})
+
+
+def report_inputs(settings: Settings, output: str) -> tuple[str, str] | None:
+    """Where a mismatch's report ships the inputs its commands read, and what that folder
+    is beside: REPORT.inputs beside the first report that is a file; OUTPUT.inputs, beside
+    the reduced program, when the reports go to streams (a device, a FIFO, /dev/stdout,
+    `-`), which have no folder of their own. None without a report."""
+    given = [
+        (w, what) for w, what in ((settings.report, "this report"), (settings.report_json, "the JSON report")) if w
+    ]
+    for where, what in given:
+        if where != "-" and not resolve(where).stream:
+            return where + ".inputs", what
+    return (output + ".inputs", "the reduced program") if given else None
 
 
 def _not_among_the_runs(

@@ -395,6 +395,7 @@ class Run:
                 told=self.monitor.checking_original,
                 blob_sizes=self._blob_sizes(),
                 beside=beside,
+                deadline=None if settings.max_time is None else self.began + settings.max_time,
             )
             self.monitor.phase("triage")
             findings = Findings()

@@ -4,6 +4,7 @@ continues from (which skips all of this)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -30,6 +31,7 @@ from reducer.session.settings import (
     EXIT_NOT_INTERESTING,
     EXIT_NOT_REPLAYABLE,
     EXIT_STATE_MISMATCH,
+    EXIT_STOPPED,
     EXIT_USAGE,
     INITIAL_TIMEOUT,
     Findings,
@@ -170,13 +172,14 @@ def check_original(
     told: Callable[[float | None], object] = lambda timeout: None,
     blob_sizes: Mapping[str, int] | None = None,
     beside: Beside | None = None,
+    deadline: float | None = None,
 ) -> tuple[Oracle, Verdict, float, str | None, Reprinted | None]:
     """Run the check on the original twice (at once, given two workers), or once with
     `beside` as the second look (`judge_original`): a check that disagrees with itself is flaky. While they run, (if `reprint_early`, with two
     workers or more) parse the original and check its re-printed form where that check
     does not depend on these verdicts (see `Reprinted`), and call `meanwhile` with it;
     neither happens while an oracle measures time. `told` hears the checks' timeout;
-    `beside` may stand in for the second check (`judge_original`)."""
+    `beside` may stand in for the second check (`judge_original`); `deadline`: --max-time's end."""
     first = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
     if first.measures_time and settings.timeout is None:
         first = first.with_timeout(None)  # the original's time is the question; a limit could hide it
@@ -202,7 +205,7 @@ def check_original(
 
     try:
         oracle, verdict, timeout, flaky = judge_original(
-            settings, text, first, guard, executor, None if first.measures_time else while_checking, beside
+            settings, text, first, guard, executor, None if first.measures_time else while_checking, beside, deadline
         )
     except BaseException:
         for e in early:
@@ -230,16 +233,26 @@ def judge_original(
     executor: Executor,
     meanwhile: Callable[[], None] | None,
     beside: Beside | None = None,
+    deadline: float | None = None,
 ) -> tuple[Oracle, Verdict, float, str | None]:
     """The original checked twice, or once and `beside` (which starts with that check),
-    when beside agrees with its verdict; a second check if not."""
+    when beside agrees with its verdict; a second check if not. At `deadline` (--max-time's
+    end) the run stops: nothing is known to be interesting yet, so nothing is written."""
     # A timeout (of a check that does not time things) ends it: the run stops there.
     ends = lambda v: v.timed_out and not first.measures_time  # noqa: E731
+    data = text.encode()
     try:
-        takes = beside is not None and not first.measures_time and beside.start(first, executor.workers >= 2)
-        verdicts = check_repeatedly(executor, first, text.encode(), 1 if takes else 2, until=ends, meanwhile=meanwhile)
+        takes = beside is not None and not first.measures_time and beside.start(first, executor.workers >= 2, deadline)
+        verdicts = check_repeatedly(
+            executor, first, data, 1 if takes else 2, until=ends, meanwhile=meanwhile, deadline=deadline
+        )
         if takes and beside is not None and not ends(verdicts[0]) and not beside.agrees(verdicts[0]):
-            verdicts += check_repeatedly(executor, first, text.encode(), 1, until=ends)
+            verdicts += check_repeatedly(executor, first, data, 1, until=ends, deadline=deadline)
+    except concurrent.futures.TimeoutError:  # an OSError since Python 3.11: caught first
+        raise UserError(
+            EXIT_STOPPED,
+            f"--max-time {settings.max_time:g} s ran out while the original input was checked; nothing was written",
+        ) from None
     except OSError as exc:
         raise user_error(exc) from None
     guard.check()

@@ -59,14 +59,16 @@ class Alongside(Generic[T]):
         self.folder: str | None = None
         self.began: float | None = None  # when the work started
         self.budget: float | None = None  # its seconds, once the check's verdict is known
+        self.deadline: float | None = None  # --max-time's end (time.monotonic()), if given
         self.stopped = threading.Event()
 
-    def start(self, oracle: Oracle, now: bool) -> bool:
+    def start(self, oracle: Oracle, now: bool, deadline: float | None = None) -> bool:
         """Begin with the uncalibrated oracle: now, beside the check, or when first read;
-        False (nothing started) for an oracle this work is not for."""
+        False (nothing started) for an oracle this work is not for. Cut off at `deadline`
+        (--max-time's end) too."""
         if not self.wants(oracle):
             return False
-        self.oracle = oracle
+        self.oracle, self.deadline = oracle, deadline
         if now:
             run = contextvars.copy_context().run  # the run's directory and limits, as in the main thread
             self.thread = threading.Thread(target=run, args=(self._work,), name="ireereduce-alongside", daemon=True)
@@ -86,8 +88,10 @@ class Alongside(Generic[T]):
     def _cancelled(self) -> bool:
         if self.stopped.is_set():
             return True
-        began, budget = self.began, self.budget
-        return began is not None and budget is not None and time.monotonic() > began + budget
+        began, budget, now = self.began, self.budget, time.monotonic()
+        if self.deadline is not None and now > self.deadline:
+            return True
+        return began is not None and budget is not None and now > began + budget
 
     def agrees(self, verdict: Verdict) -> bool:
         """Whether the work saw the original fail as the check did (waits for it). Not
