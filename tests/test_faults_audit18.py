@@ -6,6 +6,7 @@ paths inside a report's inputs folder, nohup, and flags that cancel each other."
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +31,20 @@ MODEL = """func.func @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> tensor
 C = "iree-compile {input} --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu -o {output}"
 MISMATCH = ["--mismatch", "--compile", C, "--against", C + " --iree-input-demote-f32-to-f16"]
 MISMATCH += ["--rtol", "1e-6", "--atol", "1e-7"]
+
+
+def mismatch_case(tmp_path: Path) -> Path:
+    """make_case's, with MODEL as m.mlir: for the mismatch's MISMATCH arguments."""
+    made = make_case(tmp_path)
+    (made / "m.mlir").write_text(MODEL)
+    return made
+
+
+def wrapped(case: Path, first: str) -> list[str]:
+    """MISMATCH with iree-compile behind a wrapper in case that runs the shell lines
+    `first` before it (its arguments are "$@"; a compile runs in a folder of its own)."""
+    make_script(case / "ic", f'{first}\nexec {shutil.which("iree-compile")} "$@"')
+    return [a.replace("iree-compile", str(case / "ic")) for a in MISMATCH]
 
 
 @pytest.fixture

@@ -5,15 +5,14 @@ and a damaged start program in the state directory."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_script, needs_iree
+from conftest import needs_iree
 from test_faults import assert_clean, cli, error_line
 from test_faults_audit import make_case
-from test_faults_audit18 import MISMATCH, MODEL
+from test_faults_audit18 import MISMATCH, mismatch_case, wrapped
 
 from reducer import session
 from reducer.iree.evidence import _save
@@ -69,9 +68,7 @@ def test_an_input_array_replaces_what_is_under_its_name(tmp_path: Path, kind: st
 # -- the weak points ---------------------------------------------------------------------
 @pytest.fixture
 def mismatch(tmp_path: Path) -> Path:
-    made = make_case(tmp_path)
-    (made / "m.mlir").write_text(MODEL)
-    return made
+    return mismatch_case(tmp_path)
 
 
 @pytest.mark.e2e
@@ -80,10 +77,7 @@ def test_localize_only_that_finds_no_dispatch_writes_nothing_and_says_so(mismatc
     """W1: a traced run that failed gave "no dispatch found" on stdout and exit 5, which
     says the original does not mismatch (it does: the reduction goes on with the whole
     program). One line, exit 16, nothing written."""
-    real = shutil.which("iree-compile")
-    fails = 'case "$*" in *trace-dispatch*) echo "error: boom" >&2; exit 1;; esac\nexec ' + f'{real} "$@"'
-    make_script(mismatch / "ic", fails)
-    args = [a.replace("iree-compile", str(mismatch / "ic")) for a in MISMATCH]
+    args = wrapped(mismatch, 'case "$*" in *trace-dispatch*) echo "error: boom" >&2; exit 1;; esac')
     done = cli(mismatch, "m.mlir", *args, "-o", "cut.mlir", "--localize-only")
     assert done.returncode == session.EXIT_NOT_LOCALIZED, done.stderr
     line = error_line(done.stderr)
@@ -183,11 +177,8 @@ def test_a_device_the_check_is_given_is_no_file_to_keep(mismatch: Path):
 def test_localize_only_that_cannot_cut_the_dispatch_writes_nothing(mismatch: Path):
     """The dispatch found but not cut out (here its flow IR cannot be made) exited 0
     with nothing written; 16 now, and an earlier cut (with --fresh) is said to be kept."""
-    real = shutil.which("iree-compile")
-    fails = 'case "$*" in *compile-to=flow*) echo "error: flow boom" >&2; exit 1;; esac\nexec ' + f'{real} "$@"'
-    make_script(mismatch / "ic", fails)
+    args = wrapped(mismatch, 'case "$*" in *compile-to=flow*) echo "error: flow boom" >&2; exit 1;; esac')
     (mismatch / "cut.mlir").write_text("earlier\n")
-    args = [a.replace("iree-compile", str(mismatch / "ic")) for a in MISMATCH]
     done = cli(mismatch, "m.mlir", *args, "-o", "cut.mlir", "--localize-only", "--fresh")
     assert done.returncode == session.EXIT_NOT_LOCALIZED, done.stderr
     line = error_line(done.stderr)

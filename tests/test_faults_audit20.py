@@ -16,17 +16,14 @@ import numpy as np
 import pytest
 from conftest import make_script, needs_iree
 from test_faults import assert_clean, cli, env, error_line
-from test_faults_audit import make_case
-from test_faults_audit18 import MISMATCH, MODEL
+from test_faults_audit18 import MISMATCH, mismatch_case, wrapped
 
 from reducer import session
 
 
 @pytest.fixture
 def mismatch(tmp_path: Path) -> Path:
-    made = make_case(tmp_path)
-    (made / "m.mlir").write_text(MODEL)
-    return made
+    return mismatch_case(tmp_path)
 
 
 @pytest.mark.e2e
@@ -62,12 +59,11 @@ def test_an_inputs_folder_that_became_a_link_is_not_written_through(mismatch: Pa
     victim = mismatch / "victim"
     victim.mkdir()
     (victim / "input0.npy").write_text("mine\n")
-    real = shutil.which("iree-compile")
-    calls, link = mismatch / "calls", mismatch / "r.md.inputs"  # a compile runs in a folder of its own
-    plants = f"n=$(cat {calls} 2>/dev/null || echo 0); echo $((n + 1)) > {calls}\n"
-    plants += f'[ "$n" = 2 ] && ln -sn {victim} {link}\nexec {real} "$@"'
-    make_script(mismatch / "ic", plants)
-    args = [a.replace("iree-compile", str(mismatch / "ic")) for a in MISMATCH]
+    calls, link = mismatch / "calls", mismatch / "r.md.inputs"
+    plants = (
+        f'n=$(cat {calls} 2>/dev/null || echo 0); echo $((n + 1)) > {calls}\n[ "$n" = 2 ] && ln -sn {victim} {link}'
+    )
+    args = wrapped(mismatch, plants)
     done = cli(mismatch, "m.mlir", *args, "-j", "2", "-o", "o.mlir", "--report", "r.md")
     assert done.returncode == session.EXIT_OK, done.stderr
     assert os.path.islink(mismatch / "r.md.inputs")
@@ -94,10 +90,7 @@ def test_max_time_cuts_the_traced_run_beside_the_original(mismatch: Path):
     """D4: a traced compile that hangs held the run for ten check timeouts past
     --max-time (the harness's 120 s cut it short). It is cut off there; the original's
     second check, which it could not stand in for, is past the limit too."""
-    real = shutil.which("iree-compile")
-    hangs = f'case "$*" in *trace-dispatch*) exec sleep 600;; esac\nexec {real} "$@"'
-    make_script(mismatch / "ic", hangs)
-    args = [a.replace("iree-compile", str(mismatch / "ic")) for a in MISMATCH]
+    args = wrapped(mismatch, 'case "$*" in *trace-dispatch*) exec sleep 600;; esac')
     done = cli(mismatch, "m.mlir", *args, "-j", "2", "-o", "o.mlir", "--max-time", "8", "--timeout", "60")
     assert done.returncode == session.EXIT_STOPPED, done.stderr
     assert "--max-time 8 s ran out while the original input was checked" in error_line(done.stderr)
