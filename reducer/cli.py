@@ -354,7 +354,7 @@ def main(**params: Any) -> None:
     try:  # before the log file (or --progress-json) is opened: it may be the input
         session.check_limits()  # logging's queue needs files of its own
         if params["localize_only"]:
-            from reducer.session.triage import alone_with_localize_only
+            from reducer.session.localize_only import alone_with_localize_only
 
             alone_with_localize_only(params)
         session.check_paths(
@@ -380,7 +380,7 @@ def main(**params: Any) -> None:
             _fail(exc.code, str(exc))
     settings = _only(params, _FIELDS | {"text"}) | {"verify": not params["no_verify"]}
     if params["localize_only"]:  # no reduction: reducer/iree/localize.py
-        from reducer.session.triage import localize_only
+        from reducer.session.localize_only import localize_only
 
         sys.exit(localize_only(params["input_file"], settings))
     done = _reduce(source, settings, params)

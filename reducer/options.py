@@ -93,6 +93,11 @@ def seconds(minimum: float) -> Any:
     return check
 
 
+#: The most of a resource a check may ask for: Dask adds up the workers' amounts, and a sum
+#: past a float's range (GPU=1e308 on a few workers) is no count.
+MAX_RESOURCE = 1e12
+
+
 def resources(value: str | None) -> dict[str, float]:
     """GPU=1,MEMORY=8e9 -> {"GPU": 1.0, "MEMORY": 8e9}: Dask's worker resources."""
     found: dict[str, float] = {}
@@ -102,8 +107,10 @@ def resources(value: str | None) -> dict[str, float]:
             found[name.strip()] = float(amount) if amount else 1.0
         except ValueError:
             raise click.BadParameter(f"{item!r}: give NAME=NUMBER, e.g. GPU=1", param_hint="--resources") from None
-        if not name.strip() or not found[name.strip()] > 0:
-            raise click.BadParameter(f"{item!r}: give NAME=NUMBER with a positive number", param_hint="--resources")
+        if not name.strip() or not 0 < found[name.strip()] <= MAX_RESOURCE:  # a sum of workers' must stay finite
+            raise click.BadParameter(
+                f"{item!r}: give NAME=NUMBER with a positive number up to {MAX_RESOURCE:g}", param_hint="--resources"
+            )
     return found
 
 

@@ -575,7 +575,7 @@ def test_localize_only_warns_of_inputs_that_do_not_fit_and_refuses_a_wrong_funct
     """Audit 12 (D3) and the review: --localize-only judged the original without the
     reduction's start, so one --inputs for two arguments went unsaid, and --function nope
     was exit 5 where a reduction says exit 2."""
-    from reducer.session.triage import localize_only
+    from reducer.session.localize_only import localize_only
 
     settings = demote_settings(tmp_path)
     given = {"compile": settings.compile, "against": settings.against, "mismatch": True}

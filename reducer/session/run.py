@@ -109,7 +109,7 @@ def reduce_file(
     note_stop(False)  # a stop raised earlier in this process (one run of several) was this one's
     remove_stale_runs()  # first: a run refused below still removes what a kill -9 left
     settings = attrs.evolve(settings, jobs=settings.workers())
-    _check_settings(settings)
+    check_settings(settings)
     check_paths(settings)
     given = (
         Input(settings.text, settings.text.encode())
@@ -155,7 +155,8 @@ _FINITE = (
 )
 
 
-def _check_settings(settings: Settings) -> None:
+def check_settings(settings: Settings) -> None:
+    """The values a run refuses in one line (exit 2) before anything runs."""
     if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
         raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
     for flag, name, unit in _FINITE:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,10 +15,6 @@ import attrs
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
 from reducer.session.settings import (
-    EXIT_CANNOT_WRITE,
-    EXIT_NOT_INTERESTING,
-    EXIT_NOT_LOCALIZED,
-    EXIT_OK,
     EXIT_USAGE,
     INITIAL_TIMEOUT,
     Findings,
@@ -390,136 +385,6 @@ def ops_summary(result: Any) -> str:
     if where is None or model is None:
         return f"{original.ops} -> {final.ops} ops, "
     return f"model {model} ops, cut at dispatch #{where['index']} to {original.ops} ops, reduced to {final.ops} ops; "
-
-
-_WRITES = "--localize-only writes the cut program and its inputs only"
-_RUNS = "--localize-only runs each side once, traced, on this machine"
-#: What a reduction does and --localize-only does not: asked for with it, refused rather
-#: than ignored. The flag, its parameter, and why.
-NOT_WITH_LOCALIZE_ONLY = [
-    ("--report", "report", _WRITES),
-    ("--report-json", "report_json", _WRITES),
-    ("--stats-json", "stats_json", _WRITES),
-    ("--progress-json", "progress_json", _WRITES),
-    ("--state-dir", "state_dir", _WRITES),
-    ("--max-time", "max_time", _RUNS),
-    ("--max-checks", "max_checks", _RUNS),
-    ("--repeat", "repeat", _RUNS),
-    ("--executor dask", "executor", _RUNS),
-    ("--scheduler", "scheduler", _RUNS),
-    ("--resources", "resources", _RUNS),
-    ("--check-files", "check_files", _RUNS),
-]
-#: The parameters' values when not given (None for the others).
-_UNGIVEN = {"repeat": 1, "executor": "local", "resources": {}, "check_files": ()}
-
-
-def alone_with_localize_only(params: dict[str, Any]) -> None:
-    """--localize-only is one traced run of each side, here, and writes the cut program
-    and its inputs: what goes with a reduction only is refused, one line, exit 2."""
-    for flag, key, why in NOT_WITH_LOCALIZE_ONLY:
-        if params.get(key, _UNGIVEN.get(key)) not in (None, _UNGIVEN.get(key)):
-            raise UserError(EXIT_USAGE, f"{flag} goes with a reduction: {why}")
-    if params.get("localize") is False:
-        raise UserError(EXIT_USAGE, "--localize-only and --no-localize ask for opposite things; give one")
-    from reducer.session.files import default_output
-
-    folder = (params.get("output") or default_output(params["input_file"])) + ".inputs"
-    log_file = params.get("log_file")
-    real = os.path.realpath(folder)
-    if log_file and (os.path.realpath(log_file) + os.sep).startswith(real + os.sep):
-        raise UserError(EXIT_USAGE, f"--log-file {log_file} is in {folder}, where the cut program's inputs go")
-
-
-def localize_only(path: str, options: dict[str, Any]) -> int:
-    """--localize-only: print the first dispatch that goes wrong and write it cut out, its
-    inputs in a folder beside it, for users who reduce with their own check. No reduction.
-    The exit code; an error is one line, as the command line prints it."""
-    try:
-        return _localize_only(Settings(input=path, **options))
-    except UserError as exc:
-        print(f"ireereduce: error: {exc}", file=sys.stderr)
-        return exc.code
-
-
-def _localize_only(settings: Settings) -> int:
-    from reducer.iree import cut, localize
-    from reducer.session.files import check_inputs_folder, default_output, read_by_the_run, save
-    from reducer.session.source import read_input
-    from reducer.session.wiring import make_oracle
-
-    output = settings.output or default_output(settings.input)
-    if not settings.fresh and os.path.isfile(output) and os.path.getsize(output):
-        raise UserError(
-            EXIT_USAGE,
-            f"{output} exists; --localize-only writes the cut program there and never replaces a file "
-            "(give -o another path, or --fresh to replace it)",
-        )
-    folder = output + ".inputs"
-    check_inputs_folder("--localize-only", folder, read_by_the_run(settings))
-    if not settings.fresh and os.path.isdir(folder) and os.listdir(folder):
-        raise UserError(
-            EXIT_USAGE,
-            f"{folder} holds inputs, of an earlier run or yours, and no cut program in {output} goes with them; "
-            "--localize-only never replaces them (move them away, or --fresh to replace them)",
-        )
-    text = settings.text if settings.text is not None else read_input(settings.input)
-    basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
-    oracle = make_oracle(settings, basename, settings.timeout or INITIAL_TIMEOUT)
-    if oracle.kind != "numeric-mismatch":
-        raise UserError(EXIT_USAGE, "--localize-only needs --mismatch (or --backends)")
-    from reducer.session.traced import traced_original
-
-    # The traced run starts beside the original's check, as a reduction's does (`traced.py`).
-    with contextlib.closing(traced_original(text.encode(), basename, settings.timeout)) as traced:
-        traced.start(oracle, now=settings.workers() >= 2)
-        verdict = oracle.run(text.encode())
-        for note in verdict.notes:  # --inputs that do not fit, as a reduction warns of them
-            log.warning("%s", note)
-        if verdict.timed_out:
-            from reducer.session.start import hung
-
-            raise hung(oracle)
-        if not verdict.interesting:
-            from reducer.iree.oracles.mismatch import wrong_function
-
-            if (wrong := wrong_function(verdict)) is not None:
-                raise UserError(EXIT_USAGE, wrong)
-            raise UserError(EXIT_NOT_INTERESTING, f"the original does not mismatch: {oracle.why_not(verdict)}")
-        oracle = oracle.calibrate(verdict)
-        traced.time_after(verdict)
-        traces = traced.result()
-    assert traces is not None  # a mismatch's: its kind says so
-    where = localize.find(traces, oracle)  # type: ignore[arg-type]  # a MismatchOracle: its kind says so
-    # The original does mismatch: not exit 5, which says it does not.
-    kept = f" ({output} from before is kept)" if os.path.isfile(output) and os.path.getsize(output) else ""
-    if where.found is None:
-        raise UserError(EXIT_NOT_LOCALIZED, f"no dispatch found, nothing written{kept}: {where.reason}")
-    print(where.found.describe())
-    try:
-        done = cut.cut(oracle, text.encode(), basename, where.found, lambda data, judge: judge.run(data))  # type: ignore[arg-type]
-    except cut.NotCut as exc:
-        raise UserError(EXIT_NOT_LOCALIZED, f"the dispatch was not cut out, nothing written{kept}: {exc}") from None
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise UserError(
-            EXIT_CANNOT_WRITE, f"cannot make {folder} for the cut program's inputs: {exc.strerror}"
-        ) from None
-    for k, blob in enumerate(done.oracle.given):
-        save(os.path.join(folder, f"input{k}.npy"), blob, "the cut program's input")
-    data = done.text.encode()
-    if settings.output_bytecode(output):  # -o cut.mlirbc or --emit-bytecode, as a reduction's output
-        from reducer.core.bytecode import Writer
-
-        data = Writer()(data) or data
-    save(output, data, "the cut program")
-    given = ",".join(os.path.join(folder, f"input{k}.npy") for k in range(len(done.oracle.given)))
-    print(
-        f"cut out: {output} ({done.oracle.expected.describe() if done.oracle.expected else 'mismatches'}); "
-        f"its inputs: --inputs {given}"
-    )
-    return EXIT_OK
 
 
 @attrs.define

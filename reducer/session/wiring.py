@@ -141,6 +141,8 @@ def _commands(settings: Settings) -> tuple[Command, Command | None, Command]:
         runner = Command(tuple(shlex.split(settings.runner)))
     except ValueError as exc:
         raise UserError(EXIT_USAGE, f"--run: cannot split the command {settings.runner!r}: {exc}") from None
+    if settings.mismatch and not runner.argv:
+        raise UserError(EXIT_USAGE, "--run: the command is empty; give the runner, such as iree-run-module")
     given = [("--compile", command), ("--against", against)] + ([("--run", runner)] if settings.mismatch else [])
     for option, each in given:
         if each is not None and each.argv:

@@ -1,0 +1,116 @@
+"""The twenty-first hostile run's defects, all of --localize-only: it took no lock on its
+output, wrote its cut over a file or through a link that appeared at OUTPUT or
+OUTPUT.inputs during the run, and skipped the settings checks a reduction makes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_script, needs_iree
+from test_faults import assert_clean, cli, env, error_line, wait_for
+from test_faults_audit18 import MISMATCH, mismatch_case, wrapped
+
+from reducer import session
+
+
+@pytest.fixture
+def mismatch(tmp_path: Path) -> Path:
+    return mismatch_case(tmp_path)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_localize_only_refuses_a_timeout_a_reduction_refuses(mismatch: Path, value: str):
+    """D4: `--timeout nan` ended in a traceback (exit 1), `-1` in exit 6."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, "--timeout", value, "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert f"--timeout must be a finite number of seconds above 0, not {float(value)}" in error_line(done.stderr)
+    assert "Traceback" not in done.stderr
+    assert_clean(mismatch)
+
+
+@pytest.mark.parametrize("flag", ["--for-upstream", "--trivial-is-error", "--print-diff", "--isolate-dispatch"])
+def test_localize_only_refuses_the_flags_of_a_reduction(mismatch: Path, flag: str):
+    """W1: these were ignored: a bot got a cut neither cleaned nor judged."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, flag, "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert f"{flag} goes with a reduction" in error_line(done.stderr)
+
+
+def test_localize_only_waits_for_no_live_run_on_its_output(mismatch: Path):
+    """D3: --localize-only wrote the output of a live reduction (which then stopped with
+    exit 11); it takes the lock now, and a held one is exit 9."""
+    make_script(mismatch / "slow.sh", 'sleep 30\ngrep -q math.exp "$1"')
+    other = subprocess.Popen(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "./slow.sh", "-o", "X.mlir", "--no-state"],
+        cwd=mismatch,
+        env=env(mismatch),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: (mismatch / "X.mlir.lock").exists())
+        done = cli(mismatch, "m.mlir", *MISMATCH, "-o", "X.mlir", "--localize-only")
+        assert done.returncode == session.EXIT_BUSY, done.stderr
+        assert f"another ireereduce run (PID {other.pid}) is writing X.mlir" in error_line(done.stderr)
+        assert not (mismatch / "X.mlir").exists() and not (mismatch / "X.mlir.inputs").exists()
+    finally:
+        other.terminate()
+        other.wait(60)
+    assert_clean(mismatch)
+
+
+@pytest.mark.e2e
+@needs_iree
+@pytest.mark.parametrize("planted", ["a file at OUTPUT", "a link at OUTPUT", "a link at OUTPUT.inputs"])
+def test_localize_only_replaces_nothing_that_appeared_during_the_run(mismatch: Path, planted: str):
+    """D1, D2: a file or a link put at OUTPUT or OUTPUT.inputs during the run was written
+    over or through, the user's file replaced, exit 0. Here the compiler plants it at its
+    second call: exit 11, nothing written, the user's files as they were."""
+    mine = mismatch / "mine"
+    mine.mkdir()
+    (mine / "input0.npy").write_text("precious\n")
+    (mine / "notes.mlir").write_text("my notes\n")
+    calls, out = mismatch / "calls", mismatch / "cut.mlir"
+    plant = {
+        "a file at OUTPUT": f"echo mine > {out}",
+        "a link at OUTPUT": f"ln -sn {mine / 'notes.mlir'} {out}",
+        "a link at OUTPUT.inputs": f"ln -sn {mine} {out}.inputs",
+    }[planted]
+    args = wrapped(
+        mismatch, f'n=$(cat {calls} 2>/dev/null || echo 0); echo $((n + 1)) > {calls}\n[ "$n" = 1 ] && {plant}'
+    )
+    done = cli(mismatch, "m.mlir", *args, "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_CHECK_CHANGED_FILES, done.stderr
+    assert "changed during the run (someone else's now); nothing written" in error_line(done.stderr)
+    assert sorted(os.listdir(mine)) == ["input0.npy", "notes.mlir"]
+    assert (mine / "input0.npy").read_text() == "precious\n" and (mine / "notes.mlir").read_text() == "my notes\n"
+    if planted == "a file at OUTPUT":
+        assert out.read_text() == "mine\n"
+    assert_clean(mismatch)
+
+
+@pytest.mark.parametrize("runner", ["", "   "])
+@pytest.mark.parametrize("only", [[], ["--localize-only"]])
+def test_an_empty_run_command_is_one_line(mismatch: Path, runner: str, only: list[str]):
+    """D5: `--run ""` was "internal error: IndexError" (a traceback with --localize-only)."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, "--run", runner, "-o", "o.mlir", *only)
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert (
+        error_line(done.stderr)
+        == "ireereduce: error: --run: the command is empty; give the runner, such as iree-run-module"
+    )
+    assert_clean(mismatch)
+
+
+@pytest.mark.parametrize("amount", ["1e400", "inf", "1e308"])
+def test_a_resource_amount_past_counting_is_refused(mismatch: Path, amount: str):
+    """D6: GPU=1e400 (inf) or 1e308 summed over the workers to inf: "internal error",
+    tracebacks, and a Dask scratch folder left in TMPDIR."""
+    done = cli(mismatch, "input.mlir", "-c", "./check.sh", "--executor", "dask", "--resources", f"GPU={amount}")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert "give NAME=NUMBER with a positive number up to 1e+12" in error_line(done.stderr)
+    assert_clean(mismatch)
