@@ -17,10 +17,11 @@ from typing import BinaryIO, TextIO
 import attrs
 
 from reducer.core.oracle import whole, write_data
-from reducer.core.state import KINDS, MARKER, RunState, foreign_lock
+from reducer.core.state import KINDS, MARKER, Busy, OutputLock, RunState, foreign_lock
 from reducer.session.scripts import script_and_args, shipped_files
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
+    EXIT_BUSY,
     EXIT_CANNOT_WRITE,
     EXIT_USAGE,
     Settings,
@@ -43,6 +44,22 @@ def lock_path(output: str) -> str:
     """OUTPUT.lock, beside the file the output leads to: `-o link.mlir` (a link to
     real.mlir) and `-o real.mlir` write one file, so they must take one lock."""
     return (resolve(output).path if os.path.islink(output) else output) + ".lock"
+
+
+def take_lock(output: str) -> OutputLock:
+    """OUTPUT.lock, taken: one run writes an output at a time (a reduction, --localize-only);
+    another's is one line naming its PID (exit 9)."""
+    lock = OutputLock(output, lock_path(output))
+    try:
+        lock.acquire()
+    except Busy as exc:
+        raise UserError(
+            EXIT_BUSY,
+            f"another ireereduce run (PID {exc.pid}) is writing {output}; wait for it, or give this one another -o",
+        ) from None
+    except OSError as exc:
+        raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
+    return lock
 
 
 def _umask() -> int:

@@ -13,10 +13,8 @@ from typing import Any
 
 import attrs
 
-from reducer.core.state import Busy, OutputLock
-from reducer.session.files import check_inputs_folder, default_output, lock_path, read_by_the_run, save
+from reducer.session.files import check_inputs_folder, default_output, read_by_the_run, save, take_lock
 from reducer.session.settings import (
-    EXIT_BUSY,
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_CHANGED_FILES,
     EXIT_NOT_INTERESTING,
@@ -95,16 +93,7 @@ def localize_only(path: str, options: dict[str, Any]) -> int:
         settings = Settings(input=path, **options)
         check_settings(settings)  # a --timeout nan, say, as a reduction refuses it
         output = settings.output or default_output(settings.input)
-        lock = OutputLock(output, lock_path(output))  # one run writes an output at a time
-        try:
-            lock.acquire()
-        except Busy as exc:
-            raise UserError(
-                EXIT_BUSY,
-                f"another ireereduce run (PID {exc.pid}) is writing {output}; wait for it, or give another -o",
-            ) from None
-        except OSError as exc:
-            raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
+        lock = take_lock(output)  # one run writes an output at a time
         try:
             return _localize_only(settings, output)
         finally:

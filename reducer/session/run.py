@@ -27,17 +27,15 @@ from reducer.core.oracle import Oracle, Verdict
 from reducer.core.processes import interrupts_kept, note_stop, raise_if_stopped
 from reducer.core.resources import Blobs
 from reducer.core.rundirs import RUN_DIR_ENV, remove_stale_runs, run_scope, tmpdir_unused
-from reducer.core.state import Busy, OutputLock
 from reducer.core.strategy import Strategy
 from reducer.core.workspace import Candidate, Size, Workspace
 from reducer.progress import Monitor
 from reducer.session import overlap, triage, wiring
-from reducer.session.files import check_paths, default_output, lock_path
+from reducer.session.files import check_paths, default_output, take_lock
 from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitespace
 from reducer.session.guard import Guard
 from reducer.session.settings import (
     EXIT_BAD_INPUT,
-    EXIT_BUSY,
     EXIT_CANNOT_WRITE,
     EXIT_CHECK_CHANGED_FILES,
     EXIT_EXECUTOR,
@@ -123,16 +121,7 @@ def reduce_file(
     _say_unusable_tmpdir()
     check_limits()
     output = settings.output or default_output(settings.input)
-    lock = OutputLock(output, lock_path(output))  # beside the file a link leads to: one lock for both
-    try:
-        lock.acquire()
-    except Busy as exc:
-        raise UserError(
-            EXIT_BUSY,
-            f"another ireereduce run (PID {exc.pid}) is writing {output}; wait for it, or give this one another -o",
-        ) from None
-    except OSError as exc:
-        raise UserError(EXIT_CANNOT_WRITE, f"cannot create the lock file {lock.path}: {exc.strerror}") from None
+    lock = take_lock(output)  # beside the file a link leads to: one lock for both
     held = _Held()
     try:
         with run_scope(), interrupts_kept():
