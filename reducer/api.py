@@ -185,8 +185,8 @@ def _reports(settings: Settings, result: Result, status: str) -> dict[str, Any]:
     from reducer.iree import report as reporting  # imported while the original was checked
     from reducer.session.files import report_inputs
 
-    ships = report_inputs(settings, result.output)
-    data = reporting.build(result, settings.input, status, *(ships or (None, "")))
+    folder, beside = report_inputs(settings, result.output) or (None, "")  # None: no report ships inputs
+    data = reporting.build(result, settings.input, status, folder, beside)
     best = f"the reduced program is in {result.output}"
     if settings.report:
         session.save(settings.report, reporting.to_markdown(data).encode(errors="surrogateescape"), "the report", best)

@@ -114,3 +114,15 @@ def test_an_option_that_prints_on_a_closed_stdout_is_one_line(mismatch: Path, op
     )
     assert done.returncode == session.EXIT_CANNOT_WRITE, done.stderr
     assert done.stderr == "ireereduce: error: cannot write to standard output (it is closed)\n"
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_a_report_named_dash_ships_its_inputs_beside_the_output(mismatch: Path):
+    """W3: `--report -` (a file named -, as documented) shipped no inputs, and its
+    difference section went silently; they go beside the reduced program, as for a stream."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, "-j", "2", "-o", "o.mlir", "--report", "-")
+    assert done.returncode == session.EXIT_OK, done.stderr
+    assert "- inputs: in `o.mlir.inputs/`, beside the reduced program" in (mismatch / "-").read_text()
+    assert (mismatch / "o.mlir.inputs" / "input0.npy").exists() and not (mismatch / "-.inputs").exists()
+    assert_clean(mismatch)

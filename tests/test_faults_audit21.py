@@ -114,3 +114,18 @@ def test_a_resource_amount_past_counting_is_refused(mismatch: Path, amount: str)
     assert done.returncode == session.EXIT_USAGE, done.stderr
     assert "give NAME=NUMBER with a positive number up to 1e+12" in error_line(done.stderr)
     assert_clean(mismatch)
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_a_fresh_cut_leaves_no_array_of_the_earlier_one(mismatch: Path):
+    """W12: --fresh over an earlier cut with more inputs left its input7.npy beside the new
+    cut's arrays: `--inputs cut.mlir.inputs/*` would feed a stale one."""
+    (mismatch / "cut.mlir").write_text("earlier\n")
+    (mismatch / "cut.mlir.inputs").mkdir()
+    (mismatch / "cut.mlir.inputs" / "input7.npy").write_bytes(b"earlier")
+    done = cli(mismatch, "m.mlir", *MISMATCH, "-o", "cut.mlir", "--localize-only", "--fresh")
+    assert done.returncode == session.EXIT_OK, done.stderr
+    given = done.stdout.rsplit("--inputs ", 1)[1].split()[0].split(",")
+    assert sorted(os.listdir(mismatch / "cut.mlir.inputs")) == sorted(os.path.basename(g) for g in given)
+    assert_clean(mismatch)

@@ -603,6 +603,8 @@ def test_the_functions_a_module_has_are_named_on_one_line():
     assert _some(names) == ", ".join(names[:20]) + " and 1980 more"
 
 
+@pytest.mark.e2e
+@needs_iree  # make_oracle finds iree-compile, though no compile runs
 def test_a_cut_mlir_prints_otherwise_is_checked_as_cut_when_the_print_does_not_reproduce(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

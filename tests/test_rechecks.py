@@ -332,3 +332,30 @@ def test_work_beside_a_flaky_original_is_still_read(tmp_path: Path, workers: int
     checks, _ = _checked_with(tmp_path, look, workers, body)  # type: ignore[arg-type]
     assert checks == 2  # it disagreed with the first verdict: the original was checked again
     assert look.result() == "seen"
+
+
+def test_a_checks_own_timeout_is_not_max_time(tmp_path: Path):
+    """A check that fails with a TimeoutError of its own (a Dask connection's, say) is an
+    error of the check, as any OSError; only the wait for --max-time's end is a stop
+    (concurrent.futures.TimeoutError is that same class since Python 3.11)."""
+    import concurrent.futures
+
+    from reducer.session import Settings, UserError
+    from reducer.session.guard import Guard
+    from reducer.session.settings import EXIT_STOPPED
+    from reducer.session.start import check_original
+
+    src = tmp_path / "in.mlir"
+    src.write_text(UNPRINTED)
+    check = str(make_script(tmp_path / "check.sh", "exit 0"))
+    settings = Settings(str(src), check, str(tmp_path / "out.mlir"), no_state=True, max_time=600.0)
+
+    class TimesOut(LocalExecutor):
+        def submit(self, data: bytes, oracle=None):
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_exception(TimeoutError("the scheduler did not answer"))
+            return future
+
+    with TimesOut(None, 2) as ex, pytest.raises(UserError) as raised:
+        check_original(settings, UNPRINTED, "in.mlir", Guard(settings, settings.output), ex, deadline=1e18)
+    assert raised.value.code != EXIT_STOPPED and "--max-time" not in str(raised.value), str(raised.value)

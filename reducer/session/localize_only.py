@@ -74,8 +74,6 @@ def alone_with_localize_only(params: dict[str, Any]) -> None:
             raise UserError(EXIT_USAGE, f"{flag} goes with a reduction: {why}")
     if params.get("localize") is False:
         raise UserError(EXIT_USAGE, "--localize-only and --no-localize ask for opposite things; give one")
-    from reducer.session.files import default_output
-
     folder = (params.get("output") or default_output(params["input_file"])) + ".inputs"
     log_file = params.get("log_file")
     real = os.path.realpath(folder)
@@ -112,8 +110,8 @@ def _localize_only(settings: Settings, output: str) -> int:
             f"{output} exists; --localize-only writes the cut program there and never replaces a file "
             "(give -o another path, or --fresh to replace it)",
         )
-    folder = output + ".inputs"
-    check_inputs_folder("--localize-only", folder, read_by_the_run(settings))
+    folder, protected = output + ".inputs", read_by_the_run(settings)
+    check_inputs_folder("--localize-only", folder, protected)
     if not settings.fresh and os.path.isdir(folder) and os.listdir(folder):
         raise UserError(
             EXIT_USAGE,
@@ -158,7 +156,7 @@ def _localize_only(settings: Settings, output: str) -> int:
         done = cut.cut(oracle, text.encode(), basename, where.found, lambda data, judge: judge.run(data))  # type: ignore[arg-type]
     except cut.NotCut as exc:
         raise UserError(EXIT_NOT_LOCALIZED, f"the dispatch was not cut out, nothing written{kept}: {exc}") from None
-    _inputs_written(settings, output, folder, before, done.oracle.given)
+    _inputs_written(output, folder, before, protected, done.oracle.given)
     data = done.text.encode()
     if settings.output_bytecode(output):  # -o cut.mlirbc or --emit-bytecode, as a reduction's output
         from reducer.core.bytecode import Writer
@@ -174,21 +172,29 @@ def _localize_only(settings: Settings, output: str) -> int:
 
 
 def _inputs_written(
-    settings: Settings, output: str, folder: str, before: tuple[Any, Any], given: tuple[bytes, ...]
+    output: str, folder: str, before: tuple[Any, Any], protected: dict[str, str], given: tuple[bytes, ...]
 ) -> None:
-    """The cut's inputs written into folder, once OUTPUT and the folder are what the
-    start saw (`_unchanged`); an earlier cut's arrays there (`--fresh`) go."""
-    _unchanged(output, folder, before, read_by_the_run(settings))
+    """The cut's inputs written into folder, once OUTPUT and the folder are what the start
+    saw (`before`) and the folder, made here if it was not there, holds only an earlier
+    cut's arrays (`--fresh`: they go). What appeared meanwhile is someone else's, never
+    replaced or written through: exit 11, nothing written."""
+    for path, seen in zip((output, folder), before):
+        if _seen(path) != seen:
+            raise UserError(
+                EXIT_CHECK_CHANGED_FILES, f"{path} changed during the run (someone else's now); nothing written"
+            )
     try:
         with contextlib.suppress(FileExistsError):
             os.mkdir(folder)
+        check_inputs_folder("--localize-only", folder, protected)  # a link put there since the look above, say
     except OSError as exc:
         raise UserError(
             EXIT_CANNOT_WRITE, f"cannot make {folder} for the cut program's inputs: {exc.strerror}"
         ) from None
-    _unchanged(output, folder, (before[0], _seen(folder)), read_by_the_run(settings))  # still a folder, not a link
+    except UserError as exc:
+        raise UserError(EXIT_CHECK_CHANGED_FILES, f"{exc} (it changed during the run); nothing written") from None
     names = [f"input{k}.npy" for k in range(len(given))]
-    for stale in set(os.listdir(folder)) - set(names):  # an earlier cut's (--fresh): its only entries, checked
+    for stale in set(os.listdir(folder)) - set(names):  # an earlier cut's (--fresh): checked as such above
         os.unlink(os.path.join(folder, stale))
     for name, blob in zip(names, given):
         save(os.path.join(folder, name), blob, "the cut program's input")
@@ -201,23 +207,3 @@ def _seen(path: str) -> tuple[int, int, int, int] | None:
     except OSError:
         return None
     return st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _unchanged(
-    output: str, folder: str, before: tuple[tuple[int, int, int, int] | None, ...], protected: dict[str, str]
-) -> None:
-    """OUTPUT and OUTPUT.inputs are as the start saw them (or the folder is the one made
-    here): a file, link or folder that appeared during the run is someone else's, never
-    replaced or written through (exit 11, nothing written)."""
-    if _seen(output) != before[0]:
-        raise UserError(
-            EXIT_CHECK_CHANGED_FILES, f"{output} changed during the run (someone else's now); nothing written"
-        )
-    if _seen(folder) != before[1] and not (before[1] is None and _seen(folder) is None):
-        raise UserError(
-            EXIT_CHECK_CHANGED_FILES, f"{folder} changed during the run (someone else's now); nothing written"
-        )
-    try:
-        check_inputs_folder("--localize-only", folder, protected)
-    except UserError as exc:
-        raise UserError(EXIT_CHECK_CHANGED_FILES, f"{exc} (it changed during the run); nothing written") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -248,13 +249,13 @@ def judge_original(
         )
         if takes and beside is not None and not ends(verdicts[0]) and not beside.agrees(verdicts[0]):
             verdicts += check_repeatedly(executor, first, data, 1, until=ends, deadline=deadline)
-    except concurrent.futures.TimeoutError:  # an OSError since Python 3.11: caught first
-        raise UserError(
-            EXIT_STOPPED,
-            f"--max-time {settings.max_time:g} s ran out while the original input was checked; nothing was written",
-        ) from None
-    except OSError as exc:
-        raise user_error(exc) from None
+    except OSError as exc:  # concurrent.futures.TimeoutError is one since Python 3.11
+        if isinstance(exc, concurrent.futures.TimeoutError) and deadline is not None and time.monotonic() >= deadline:
+            raise UserError(
+                EXIT_STOPPED,
+                f"--max-time {settings.max_time:g} s ran out while the original input was checked; nothing was written",
+            ) from None
+        raise user_error(exc) from None  # a check's own timeout (a Dask connection's, say) is not --max-time
     guard.check()
     flaky = None
     if len({v.interesting for v in verdicts}) > 1:
