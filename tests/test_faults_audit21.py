@@ -129,3 +129,40 @@ def test_a_fresh_cut_leaves_no_array_of_the_earlier_one(mismatch: Path):
     given = done.stdout.rsplit("--inputs ", 1)[1].split()[0].split(",")
     assert sorted(os.listdir(mismatch / "cut.mlir.inputs")) == sorted(os.path.basename(g) for g in given)
     assert_clean(mismatch)
+
+
+@pytest.mark.parametrize("only", [[], ["--localize-only", *MISMATCH]])
+def test_an_empty_input_name_is_said_so(mismatch: Path, only: list[str]):
+    """W14: `ireereduce "$UNSET" -c ./check.sh` said "input '.' is a directory"."""
+    done = cli(mismatch, "", "-c", "./check.sh", *only)
+    assert done.returncode == session.EXIT_BAD_INPUT, done.stderr
+    assert "the input file's name is empty" in error_line(done.stderr)
+    assert_clean(mismatch)
+
+
+def test_an_empty_input_name_through_the_api_is_said_so(mismatch: Path):
+    """W14, for a script: api.reduce("") read the current folder as the input."""
+    from reducer import api
+
+    with pytest.raises(session.UserError) as err:
+        api.reduce("", check=mismatch / "check.sh", output=mismatch / "o.mlir", no_state=True)
+    assert err.value.code == session.EXIT_BAD_INPUT and str(err.value) == session.EMPTY_INPUT_NAME
+    assert not (mismatch / "o.mlir").exists()
+
+
+@pytest.mark.parametrize("entry", ["@", "--input=", "--input=@"])
+def test_an_empty_inputs_file_name_is_said_so(mismatch: Path, entry: str):
+    """W14: `--inputs=@` was "cannot read '' as a .npy file: Is a directory"."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, f"--inputs={entry}", "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert f"--inputs: {entry!r} names no file (the name after it is empty)" in error_line(done.stderr)
+    assert_clean(mismatch)
+
+
+@pytest.mark.parametrize("value", [",", ""])
+def test_inputs_that_name_nothing_are_refused(mismatch: Path, value: str):
+    """`--inputs ,` (or an empty $VAR) ran on generated inputs without a word."""
+    done = cli(mismatch, "m.mlir", *MISMATCH, f"--inputs={value}", "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert f"--inputs {value!r} names no input" in error_line(done.stderr)
+    assert_clean(mismatch)

@@ -208,6 +208,8 @@ def given(entry: str, base: str = ".") -> np.ndarray:
     text = entry[len("--input=") :] if entry.startswith("--input=") else entry
     m = _GIVEN.fullmatch(text)
     if m is None or text.startswith("@"):
+        if not text.lstrip("@"):  # os.path.join(base, "") is the folder: "Is a directory" said nothing
+            raise ValueError(f"{entry!r} names no file (the name after it is empty)")
         path = os.path.join(base, text.lstrip("@"))
         if not text.startswith("@") and not os.path.exists(path):
             for read in (lambda w: int(w, 0), float):  # a bare scalar, as iree-run-module takes one ('5.5')

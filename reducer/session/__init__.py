@@ -48,7 +48,7 @@ from reducer.session.settings import (
     Settings,
     UserError,
 )
-from reducer.session.source import decode_input, read_input, read_stdin
+from reducer.session.source import EMPTY_INPUT_NAME, decode_input, read_input, read_stdin
 from reducer.session.start import Start
 from reducer.session.wiring import EXECUTORS, ORACLES, make_executor, make_oracle, registry, select_strategies
 
@@ -57,6 +57,7 @@ __all__ = [
     "EXECUTORS",
     "EXIT_BAD_CHECK",
     "EXIT_BAD_INPUT",
+    "EMPTY_INPUT_NAME",
     "EXIT_BUSY",
     "EXIT_CANNOT_WRITE",
     "EXIT_CHECK_CHANGED_FILES",

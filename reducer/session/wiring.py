@@ -302,6 +302,8 @@ def _given(entries: Sequence[str]) -> tuple[bytes, ...]:
     """--inputs, read now: the values travel with the oracle (to Dask workers too)."""
     from reducer.iree import inputs
 
+    if entries and not input_entries(entries):  # `--inputs ,` or an empty $VAR: not "generate them"
+        raise UserError(EXIT_USAGE, f"--inputs {' '.join(map(repr, entries))} names no input")
     try:
         return tuple(inputs.to_bytes(inputs.given(e)) for e in input_entries(entries))
     except inputs.Unreadable as exc:
