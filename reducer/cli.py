@@ -353,8 +353,6 @@ def main(**params: Any) -> None:
     progress_json = params["progress_json"]
     try:  # before the log file (or --progress-json) is opened: it may be the input
         session.check_limits()  # logging's queue needs files of its own
-        if not params["input_file"]:  # an empty $VAR: Path("") is the current folder
-            raise UserError(session.EXIT_BAD_INPUT, session.EMPTY_INPUT_NAME)
         if params["localize_only"]:
             from reducer.session.localize_only import alone_with_localize_only
 

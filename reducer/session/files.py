@@ -21,13 +21,14 @@ from reducer.core.state import KINDS, MARKER, Busy, OutputLock, RunState, foreig
 from reducer.session.scripts import script_and_args, shipped_files
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
+    EXIT_BAD_INPUT,
     EXIT_BUSY,
     EXIT_CANNOT_WRITE,
     EXIT_USAGE,
     Settings,
     UserError,
 )
-from reducer.session.source import BYTECODE_SUFFIX, loops
+from reducer.session.source import BYTECODE_SUFFIX, EMPTY_INPUT_NAME, loops
 
 
 def default_state_dir(output: str) -> str:
@@ -216,6 +217,8 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
         os.getcwd()  # every relative path is read against it
     except FileNotFoundError:
         raise UserError(EXIT_USAGE, "the current directory was removed; cd to one that exists and run again") from None
+    if not settings.input and settings.text is None:  # an empty $VAR: the default output would be ".reduced.mlir"
+        raise UserError(EXIT_BAD_INPUT, EMPTY_INPUT_NAME)
     output = _output(settings)
     also = list(also)
     named = [

@@ -39,7 +39,8 @@ class Input:
     blobs: Blobs | None = None
 
 
-#: An empty input name (an unset variable) is said so: os.path reads it as the current folder.
+#: An empty input name (an unset variable) is said so (`files.check_paths`): os.path reads
+#: it as the current folder.
 EMPTY_INPUT_NAME = "the input file's name is empty (an unset variable?); give the .mlir file to reduce"
 
 
@@ -47,8 +48,6 @@ def load_input(path: str, split: bool = True, max_time: float | None = None) -> 
     """The input file; with `split`, a text input's builtin blobs stay in the file
     (`reducer.core.resources`) and its text refers to them by key. A stream is read
     until its end, --max-time, or a size no program reaches (`stream.read`)."""
-    if not path:  # an empty $VAR: os.path read it as the current folder
-        raise UserError(EXIT_BAD_INPUT, EMPTY_INPUT_NAME)
     if not os.path.exists(path):
         if loops(path):
             raise UserError(EXIT_BAD_INPUT, f"input {quoted(path)} is a symlink that leads back to itself")
