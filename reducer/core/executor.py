@@ -136,6 +136,11 @@ class Executor(abc.ABC):
         its verdicts (the journal) does not hash a megabyte candidate again."""
         return self.submit(data, oracle)
 
+    def expired(self) -> bool:
+        """Whether its checks must stop (`limits.Bounded`: --max-time's end): the `cancel`
+        of a compile a workflow step runs in this process."""
+        return False
+
     def run(self, data: bytes, oracle: Oracle | None = None) -> Verdict:
         """One check, waited for (the workflows' sequential steps)."""
         return self.submit(data, oracle).result()

@@ -4,6 +4,7 @@ program so far (its `should_stop` hook), without knowing what the limits are. An
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import resource
 import time
@@ -11,6 +12,8 @@ import time
 import attrs
 
 from reducer.core.engine import Stopped
+from reducer.core.executor import Executor
+from reducer.core.oracle import Oracle, Verdict
 
 #: What a stop looks like, for the session to catch.
 STOPPED: tuple[type[BaseException], ...] = (Stopped,)
@@ -29,6 +32,48 @@ class Limits:
         if self.max_time is not None and time.monotonic() - self.start >= self.max_time:
             return f"--max-time {self.max_time:g} s reached"
         return None
+
+
+class Bounded(Executor):
+    """An executor whose waits end at a deadline (--max-time's end), for the steps that
+    run checks of their own before the engine starts (IREE's triage: a dispatch isolation
+    compiles every executable, a phase search several stops): told to stop at 6 s, a run
+    went on isolating for 47. At the deadline the checks still running are cancelled and
+    `Stopped` says why; the inner executor stays the caller's."""
+
+    def __init__(self, inner: Executor, deadline: float, reason: str) -> None:
+        self.inner, self.deadline, self.reason = inner, deadline, reason
+        self.workers, self.stats = inner.workers, inner.stats
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def submit(self, data: bytes, oracle: Oracle | None = None) -> concurrent.futures.Future[Verdict]:
+        if self.expired():
+            raise Stopped(self.reason)
+        return self.inner.submit(data, oracle)
+
+    def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
+        self.inner.cancel(future)
+
+    def close(self, abort: bool = False) -> None:
+        """The inner executor is closed by whoever made it."""
+
+    def run(self, data: bytes, oracle: Oracle | None = None) -> Verdict:
+        return self._wait([self.submit(data, oracle)])[0]
+
+    def map(self, items: list[bytes], oracle: Oracle | None = None) -> list[Verdict]:
+        if self.expired():
+            raise Stopped(self.reason)
+        return self._wait([self.inner.submit(d, oracle) for d in items])
+
+    def _wait(self, futures: list[concurrent.futures.Future[Verdict]]) -> list[Verdict]:
+        _, waiting = concurrent.futures.wait(futures, timeout=max(0.0, self.deadline - time.monotonic()))
+        if waiting:
+            for future in futures:
+                self.inner.cancel(future)
+            raise Stopped(self.reason)
+        return [f.result() for f in futures]
 
 
 #: Below this a check's shell or interpreter cannot even start (`--memory-limit 100` meant 100M).

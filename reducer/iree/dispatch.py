@@ -56,7 +56,7 @@ def isolate(oracle: CompileOracle, data: bytes, executor: Executor) -> Isolated:
         dumping = oracle.with_command(
             oracle.command.plus(f"--iree-hal-dump-executable-sources-to={out}", "--compile-to=executable-sources")
         )
-        dumping.run(data)
+        dumping.run(data, executor.expired)  # Cancelled at --max-time's end
         names = sorted((n for n in os.listdir(out) if n.endswith(".mlir")), key=_natural)
         sources = {}
         for n in names:

@@ -92,7 +92,7 @@ def start_from_dump(
         dumping = oracle.with_command(
             oracle.command.plus(f"--dump-compilation-phases-to={out}", f"--compile-to={before}")
         )
-        dumping.run(data)
+        dumping.run(data, executor.expired)  # Cancelled at --max-time's end
         found = glob.glob(os.path.join(out, f"*.{before}.mlir"))
         if not found:
             log.warning("iree-compile dumped no IR for phase %s; reducing the input as given", before)

@@ -99,13 +99,13 @@ _ERROR_AT = re.compile(r"^(\S+?):(\d+):(\d+): error:", re.MULTILINE)
 MOST_ALONE = 3
 
 
-def local(oracle: CompileOracle, data: bytes) -> Local | None:
+def local(oracle: CompileOracle, data: bytes, cancel: CancelFn = never) -> Local | None:
     """Compile once more with the reproducer flags and read the reproducer; None when
     iree-compile wrote none (the failure is not inside a pass). The file is read here, as
     dispatch isolation reads its dump."""
     start = time.monotonic()
     with scratch_dir("ireereduce-repro-") as out:
-        found = _written(oracle, data, out)
+        found = _written(oracle, data, out, cancel)
     return Local(found[0], found[1], time.monotonic() - start) if found is not None else None
 
 
@@ -116,7 +116,9 @@ def dump_sources(oracle: CompileOracle, data: bytes, folder: str, cancel: Cancel
     return oracle.with_command(oracle.command.plus(*flags)).run(data, cancel)
 
 
-def in_executable(oracle: CompileOracle, data: bytes, dumped: tuple[str, Verdict] | None = None) -> Local | None:
+def in_executable(
+    oracle: CompileOracle, data: bytes, dumped: tuple[str, Verdict] | None = None, cancel: CancelFn = never
+) -> Local | None:
     """A code generation failure's reproducer, from the one executable that fails: one
     compile dumps every executable's source with its locations (`dump_sources`; or
     `dumped`: the folder it dumped into, and its verdict), the sources holding the
@@ -126,12 +128,12 @@ def in_executable(oracle: CompileOracle, data: bytes, dumped: tuple[str, Verdict
     its IR holds that executable only. None when no source fails alone so."""
     start = time.monotonic() - (dumped[1].seconds if dumped is not None else 0.0)
     with scratch_dir("ireereduce-repro-") as out:
-        folder, failed = dumped if dumped is not None else (out, dump_sources(oracle, data, out))
+        folder, failed = dumped if dumped is not None else (out, dump_sources(oracle, data, out, cancel))
         dump = os.path.join(folder, "sources")
         alone = dispatch.compiled_alone(oracle)
         for compiles, name in enumerate(_failing_sources(dump, failed.stderr_tail)[:MOST_ALONE], start=2):
             with open(os.path.join(dump, name), "rb") as f:
-                found = _written(alone, f.read(), out)
+                found = _written(alone, f.read(), out, cancel)
             if found is not None:
                 return Local(found[0], found[1], time.monotonic() - start, compiles, name)
     return None
@@ -156,12 +158,12 @@ def _failing_sources(dump: str, stderr: str) -> list[str]:
     return held
 
 
-def _written(oracle: CompileOracle, data: bytes, out: str) -> tuple[str, Reproducer] | None:
+def _written(oracle: CompileOracle, data: bytes, out: str, cancel: CancelFn = never) -> tuple[str, Reproducer] | None:
     """Compile data with the reproducer flags (into directory out); its reproducer."""
     path = os.path.join(out, "repro.mlir")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    oracle.with_command(oracle.command.plus(*(f.format(path=path) for f in LOCAL_FLAGS))).run(data)
+    oracle.with_command(oracle.command.plus(*(f.format(path=path) for f in LOCAL_FLAGS))).run(data, cancel)
     try:
         with open(path) as f:
             text = f.read()

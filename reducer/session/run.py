@@ -23,7 +23,7 @@ from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
-from reducer.core.oracle import Oracle, Verdict
+from reducer.core.oracle import Cancelled, Oracle, Verdict
 from reducer.core.processes import interrupts_kept, note_stop, raise_if_stopped
 from reducer.core.resources import Blobs
 from reducer.core.rundirs import RUN_DIR_ENV, remove_stale_runs, run_scope, tmpdir_unused
@@ -40,6 +40,7 @@ from reducer.session.settings import (
     EXIT_CHECK_CHANGED_FILES,
     EXIT_EXECUTOR,
     EXIT_NOT_INTERESTING,
+    EXIT_STOPPED,
     EXIT_USAGE,
     Findings,
     Flaky,
@@ -389,12 +390,29 @@ class Run:
             )
             self.monitor.phase("triage")
             findings = Findings()
-            text, oracle = triage.before(settings, text, oracle, findings, self.inner, attach, beside)
+            bounded = self._triage_executor()
+            try:
+                text, oracle = triage.before(settings, text, oracle, findings, bounded, attach, beside)
+            except (Cancelled, *limits.STOPPED) as exc:  # type: ignore[misc]  # a starred tuple of exception types
+                if isinstance(exc, Cancelled) and not bounded.expired():
+                    raise
+                raise UserError(
+                    EXIT_STOPPED,
+                    f"--max-time {settings.max_time:g} s ran out in the steps before the reduction "
+                    "(the original fails as it should); nothing was written",
+                ) from None
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
         text = where_to_start(settings, self.output, text, oracle, self.guard, self.inner, original_text, findings)
         findings.notes[:0] = self.notes
         self.notes = list(findings.notes)
         return Start(text, oracle, verdict, timeout, findings, original_text)
+
+    def _triage_executor(self) -> Executor:
+        """The executor for the checks before the reduction, stopped at --max-time's end."""
+        if self.settings.max_time is None:
+            return self.inner
+        reason = f"--max-time {self.settings.max_time:g} s reached"
+        return limits.Bounded(self.inner, self.began + self.settings.max_time, reason)
 
     def _blob_sizes(self) -> dict[str, int]:
         return self.blobs.sizes if self.blobs is not None else {}

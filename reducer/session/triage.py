@@ -219,8 +219,9 @@ def pass_level(
 
     data = attach(text.encode())
     codegen = oracle.expected is not None and any(reproducer.CODEGEN in e for e in oracle.expected.errors)
-    tries = [lambda: reproducer.in_executable(oracle, data, _dumped(beside))] if codegen else []
-    tries.append(lambda: reproducer.local(oracle, data))
+    stop = executor.expired  # --max-time's end: these compiles run here
+    tries = [lambda: reproducer.in_executable(oracle, data, _dumped(beside), stop)] if codegen else []
+    tries.append(lambda: reproducer.local(oracle, data, stop))
     why = "iree-compile wrote no crash reproducer"
     for attempt in tries:
         found = attempt()
@@ -348,7 +349,7 @@ def localized(
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     traces = traced.result() if traced is not None else None
     if not isinstance(traces, localize.Traces):
-        traces = localize.trace(oracle, attach(text.encode()), basename)
+        traces = localize.trace(oracle, attach(text.encode()), basename, executor.expired)
     where = localize.find(traces, oracle)
     findings.workflow_checks += 1  # both sides traced: one check's work
     if where.found is None:
