@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import click
 
-from reducer.session.settings import EXIT_CANNOT_WRITE, EXIT_INTERRUPTED
+from reducer.session.settings import EXIT_CANNOT_WRITE, EXIT_INTERRUPTED, MAX_SECONDS, too_long
 
 #: The backends a local device compiles for (iree-compile's
 #: --iree-hal-local-target-device-backends), which --backends pairs.
@@ -88,6 +88,8 @@ def seconds(minimum: float) -> Any:
             raise click.UsageError(
                 f"{param.opts[0]} must be a finite number of seconds, at least {minimum:g}, not {value}"
             )
+        if value is not None and value > MAX_SECONDS:
+            raise click.UsageError(too_long(param.opts[0], value))
         return value
 
     return check
@@ -103,6 +105,10 @@ def resources(value: str | None) -> dict[str, float]:
     found: dict[str, float] = {}
     for item in names(value) or []:
         name, _, amount = item.partition("=")
+        if name.strip() in found:  # the last would win without a word
+            raise click.BadParameter(
+                f"{name.strip()} is named twice: give each resource once", param_hint="--resources"
+            )
         try:
             found[name.strip()] = float(amount) if amount else 1.0
         except ValueError:

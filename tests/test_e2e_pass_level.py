@@ -346,7 +346,7 @@ def test_an_executables_reproducer_that_replays_otherwise_falls_back_to_the_whol
     the compile's way, the whole compile writes one, as before the shortcut."""
     calls = []
 
-    def passing(oracle, data, dumped=None):
+    def passing(oracle, data, dumped=None, cancel=None):
         calls.append(1)
         return reproducer.Local("module {}\n", reproducer.Reproducer("builtin.module(cse)"), 0.1, 2, "x.mlir")
 

@@ -1,7 +1,9 @@
-"""--max-time holds in IREE's triage steps, between the original's check and the
-reduction: a dispatch isolation compiles every executable, a phase search several stops.
-Told to stop at 6 s, a run went on isolating for 47 (exit 13 then, nothing written, but
-late). `limits.Bounded` ends their waits at the deadline and cancels what still runs."""
+"""--max-time holds in the steps between the original's check and the reduction: IREE's
+triage (a dispatch isolation compiles every executable, a phase search several stops, a
+localisation compiles to flow to cut), the check of an earlier output, the re-printed
+start's check. Told to stop at 6 s, a run went on isolating for 47 (exit 13 then, nothing
+written, but late). `limits.Bounded` ends their waits at the deadline and cancels what
+still runs."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from conftest import make_script, needs_iree
 from test_executor import alive, wait_for
 from test_faults import assert_clean, cli, error_line
+from test_faults_audit18 import mismatch_case, wrapped
 
 from reducer import session
 from reducer.core import limits
@@ -92,5 +95,56 @@ def test_max_time_holds_in_the_steps_before_the_reduction(tmp_path: Path, step: 
         "--max-time 20 s ran out in the steps before the reduction (the original fails as it should); "
         "nothing was written" in error_line(done.stderr)
     ), step
+    assert not (case / "o.mlir").exists()
+    assert_clean(case)
+
+
+STOPPED = "--max-time {} s ran out in the steps before the reduction (the original fails as it should); "
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_max_time_holds_while_a_localised_dispatch_is_cut_out(tmp_path: Path):
+    """The cut's --compile-to=flow compiles ran to their timeout: 168 s for --max-time 15."""
+    case = mismatch_case(tmp_path)
+    args = wrapped(case, 'case "$*" in *--compile-to=flow*) exec sleep 600;; esac')
+    done = cli(case, "m.mlir", *args, "-j", "2", "-o", "o.mlir", "--timeout", "300", "--max-time", "20")
+    assert done.returncode == session.EXIT_STOPPED, done.stderr
+    assert STOPPED.format(20) + "nothing was written" in error_line(done.stderr)
+    assert not (case / "o.mlir").exists()
+    assert_clean(case)
+
+
+def test_max_time_holds_while_an_earlier_output_is_checked(tmp_path: Path):
+    """An earlier result in -o is checked twice before the run starts from it: at its
+    check's pace (20 s for --max-time 5), not --max-time's."""
+    case = mismatch_case(tmp_path)
+    make_script(case / "slow.sh", 'grep -q SLOW "$1" && exec sleep 600\ngrep -q math.exp "$1"')
+    earlier = "// SLOW\nfunc.func @f(%a: f32) -> f32 {\n  %e = math.exp %a : f32\n  return %e : f32\n}\n"
+    (case / "o.mlir").write_text(earlier)
+    done = cli(case, "input.mlir", "-c", "./slow.sh", "-j", "2", "-o", "o.mlir", "--max-time", "5", "--timeout", "300")
+    assert done.returncode == session.EXIT_STOPPED, done.stderr
+    assert STOPPED.format(5) + "nothing was written" in error_line(done.stderr)
+    assert (case / "o.mlir").read_text() == earlier
+    assert_clean(case)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_max_time_holds_while_the_reprinted_start_is_checked(tmp_path: Path, jobs: str):
+    """The check accepts the input as written only (its comment), and the start as MLIR
+    prints it is checked before the engine's first round: that check ran to its end
+    (31 s for --max-time 3, the early re-print's wait too). Its state is kept to resume."""
+    case = mismatch_case(tmp_path)
+    (case / "input.mlir").write_text("// marker\n" + (case / "input.mlir").read_text())
+    make_script(case / "marked.sh", 'grep -q "// marker" "$1" && exit 0\nexec sleep 600')
+    done = cli(
+        case, "input.mlir", "-c", "./marked.sh", "-j", jobs, "-o", "o.mlir", "--max-time", "5", "--timeout", "900"
+    )
+    assert done.returncode == session.EXIT_STOPPED, done.stderr
+    assert STOPPED.format(
+        5
+    ) + "nothing but its state was written; rerun the same command to continue (state in o.mlir.resume)" in error_line(
+        done.stderr
+    )
     assert not (case / "o.mlir").exists()
     assert_clean(case)

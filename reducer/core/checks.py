@@ -26,6 +26,10 @@ from reducer.core.strategy import Edit
 from reducer.core.trials import Trial
 from reducer.core.workspace import Candidate, Rejected, Size, Workspace
 
+#: How often a wait for checks asks whether the run must stop (`check_stop`: --max-time),
+#: so a stop does not wait for a check that runs to its timeout, or never comes back.
+STOP_POLL = 0.5
+
 
 class Checks:
     """The candidates made and the checks in flight, for one engine."""
@@ -188,7 +192,15 @@ class Checks:
         if not self.inflight:
             return
         t0 = time.monotonic()
-        done, _ = concurrent.futures.wait(list(self.inflight.values()), return_when=concurrent.futures.FIRST_COMPLETED)
+        done: set[concurrent.futures.Future[Verdict]] = set()
+        while not done:  # a budget may run out while every check still runs (or none comes back)
+            done, _ = concurrent.futures.wait(
+                list(self.inflight.values()), timeout=STOP_POLL, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            if not done:
+                self.stats.wait_seconds += time.monotonic() - t0
+                t0 = time.monotonic()
+                self.check_stop()
         self.stats.wait_seconds += time.monotonic() - t0
         for k, future in list(self.inflight.items()):
             if future not in done:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import attrs
 
 from reducer.core import ir as irutil
-from reducer.core.oracle import Verdict, candidate_dir, run_in
+from reducer.core.oracle import CancelFn, Verdict, candidate_dir, never, run_in
 from reducer.iree import inputs, localize
 from reducer.iree.oracles.mismatch import MismatchOracle, split_top
 
@@ -43,12 +43,15 @@ class NotCut(Exception):
         self.checks = checks  # the cut program's checks spent before giving up
 
 
-def flow_ir(oracle: MismatchOracle, data: bytes, basename: str, side: str = "a") -> str:
-    """A side's program after dispatch formation (--compile-to=flow), traced like the run."""
+def flow_ir(oracle: MismatchOracle, data: bytes, basename: str, side: str = "a", cancel: CancelFn = never) -> str:
+    """A side's program after dispatch formation (--compile-to=flow), traced like the run;
+    `Cancelled` once `cancel()` says so (--max-time's end)."""
     with candidate_dir(data, basename) as (tmp, path):
         out = os.path.join(tmp, "flow.mlir")
         command = (oracle.compile if side == "a" else oracle.against).plus(localize.TRACE_FLAG, "--compile-to=flow")
-        r = run_in(command.render(input=path, output=out, tmp=tmp), tmp, oracle.timeout)
+        r = run_in(command.render(input=path, output=out, tmp=tmp), tmp, oracle.timeout, cancel=cancel)
+        if r.timed_out:
+            raise NotCut(f"--compile-to=flow timed out after {oracle.timeout:.0f} s")
         if r.returncode != 0 or not os.path.exists(out):
             raise NotCut(f"--compile-to=flow failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:200]}")
         with open(out) as f:
@@ -158,19 +161,20 @@ def cut(
     basename: str,
     found: localize.Found,
     check: Callable[[bytes, MismatchOracle], Verdict],
+    cancel: CancelFn = never,
 ) -> Cut:
     """The dispatch alone, judged by `check` (the run's executor): it must still
     mismatch the original's way (NotCut says why not). It is cut from side a's IR, or
     from side b's when a's dispatch cannot be (a data-tiled side's tensors carry
     encodings); the cut program runs on both configurations either way."""
     try:
-        text, types = program(flow_ir(oracle, data, basename), found.name)
+        text, types = program(flow_ir(oracle, data, basename, "a", cancel), found.name)
         traced = found.traced.inputs
     except NotCut as exc:
         if found.traced_b is None:
             raise
         try:
-            text, types = program(flow_ir(oracle, data, basename, "b"), found.name_b)
+            text, types = program(flow_ir(oracle, data, basename, "b", cancel), found.name_b)
         except NotCut:
             raise exc from None
         traced = found.traced_b.inputs

@@ -85,7 +85,7 @@ def localize_only(path: str, options: dict[str, Any]) -> int:
     """--localize-only: print the first dispatch that goes wrong and write it cut out, its
     inputs in a folder beside it, for users who reduce with their own check. No reduction.
     The exit code; an error is one line, as the command line prints it."""
-    from reducer.session.run import check_settings
+    from reducer.session.settings import check_settings
 
     try:
         settings = Settings(input=path, **options)

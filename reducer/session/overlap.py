@@ -11,6 +11,7 @@ if nothing had started early, for any -j.
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -60,20 +61,22 @@ class Reprinted:
         """The parse of text, if it is the one made here; None if text changed since."""
         return self.workspace if (text, verify) == (self.text, self.verify) else None
 
-    def verdict(self, data: bytes, judge: Oracle) -> Verdict | None:
+    def verdict(self, data: bytes, judge: Oracle, deadline: float | None = None) -> Verdict | None:
         """The early verdict, if checking data with judge would give it: the same bytes,
         the same oracle up to its timeout (set from the original's check time), and, if
         the timeouts differ, one run that finished within judge's (a longer one would
-        have been cut off). None: check it as usual. Read once; the check is then done
-        or cancelled."""
+        have been cut off). None: check it as usual (also at `deadline`, --max-time's end).
+        Read once; the check is then done or cancelled."""
         future, self.future = self.future, None
         if future is None:
             return None
         if data != self.data or self.oracle.with_timeout(judge.timeout) != judge:
             self.executor.cancel(future)
             return None
+        waits = [] if judge.timeout is None else [judge.timeout + 2 * KILL_GRACE]
+        waits += [] if deadline is None else [max(0.0, deadline - time.monotonic())]
         try:  # a check past judge's timeout would have been cut off: no need to wait for it
-            verdict = future.result(timeout=None if judge.timeout is None else judge.timeout + 2 * KILL_GRACE)
+            verdict = future.result(timeout=min(waits, default=None))
         except concurrent.futures.TimeoutError:
             self.executor.cancel(future)
             return None

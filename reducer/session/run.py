@@ -6,12 +6,13 @@ executor every check of the run goes through."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
-import math
 import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -21,7 +22,7 @@ from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
-from reducer.core.engine import Engine
+from reducer.core.engine import Engine, Stopped
 from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
 from reducer.core.oracle import Cancelled, Oracle, Verdict
 from reducer.core.processes import interrupts_kept, note_stop, raise_if_stopped
@@ -49,7 +50,7 @@ from reducer.session.settings import (
     Result,
     Settings,
     UserError,
-    check_counts,
+    check_settings,
 )
 from reducer.session.source import BOM, Input, blobs_apart, load_input
 from reducer.session.start import (
@@ -133,36 +134,6 @@ def reduce_file(
     if came:  # Ctrl-C while the finished run stopped its workers: it ends as interrupted, with its result
         raise Interrupted(result)
     return result
-
-
-#: Options that must be finite numbers (click's ranges let nan through), with their unit.
-_FINITE = (
-    ("--max-time", "max_time", " of seconds"),
-    ("--slower-than", "slower_than", " of seconds"),
-    ("--slower-than-factor", "slower_than_factor", ""),
-    ("--rtol", "rtol", ""),
-    ("--atol", "atol", ""),
-)
-
-
-def check_settings(settings: Settings) -> None:
-    """The values a run refuses in one line (exit 2) before anything runs."""
-    if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
-        raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
-    for flag, name, unit in _FINITE:
-        value = getattr(settings, name)
-        if value is not None and not math.isfinite(value):
-            raise UserError(EXIT_USAGE, f"{flag} must be a finite number{unit}, not {value}")
-    if settings.strategies is not None and not settings.strategies:
-        raise UserError(EXIT_USAGE, "--strategies names no strategy; see ireereduce --list-strategies")
-    check_counts(settings)
-    if settings.no_state and settings.state_dir is not None:
-        raise UserError(EXIT_USAGE, "--no-state and --state-dir contradict each other; give one of them")
-    if settings.text is not None and not settings.output:
-        raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
-    for spec in settings.parameters:  # `--parameters model=` names no file: a slip on the command line
-        if not wiring.split_parameters(spec)[1]:
-            raise UserError(EXIT_USAGE, f"--parameters {spec!r} names no archive: give [SCOPE=]FILE")
 
 
 def _say_unusable_tmpdir() -> None:
@@ -386,33 +357,51 @@ class Run:
                 told=self.monitor.checking_original,
                 blob_sizes=self._blob_sizes(),
                 beside=beside,
-                deadline=None if settings.max_time is None else self.began + settings.max_time,
+                deadline=self._deadline(),
             )
             self.monitor.phase("triage")
             findings = Findings()
             bounded = self._triage_executor()
-            try:
+            with self._before_the_reduction(bounded):
                 text, oracle = triage.before(settings, text, oracle, findings, bounded, attach, beside)
-            except (Cancelled, *limits.STOPPED) as exc:  # type: ignore[misc]  # a starred tuple of exception types
-                if isinstance(exc, Cancelled) and not bounded.expired():
-                    raise
-                raise UserError(
-                    EXIT_STOPPED,
-                    f"--max-time {settings.max_time:g} s ran out in the steps before the reduction "
-                    "(the original fails as it should); nothing was written",
-                ) from None
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
-        text = where_to_start(settings, self.output, text, oracle, self.guard, self.inner, original_text, findings)
+        with self._before_the_reduction(bounded):
+            text = where_to_start(
+                settings, self.output, text, oracle, self.guard, bounded, original_text, findings, self._deadline()
+            )
         findings.notes[:0] = self.notes
         self.notes = list(findings.notes)
         return Start(text, oracle, verdict, timeout, findings, original_text)
 
+    def _deadline(self) -> float | None:
+        """--max-time's end, in time.monotonic()."""
+        return None if self.settings.max_time is None else self.began + self.settings.max_time
+
+    @contextlib.contextmanager
+    def _before_the_reduction(self, executor: Executor) -> Iterator[None]:
+        """A stop at --max-time's end in the checks between the original's and the
+        engine's start: nothing is written yet, as when the original's check runs out."""
+        try:
+            yield
+        except (Cancelled, *limits.STOPPED) as exc:  # type: ignore[misc]  # a starred tuple of exception types
+            if isinstance(exc, Cancelled) and not executor.expired():
+                raise
+            state = self.resume.state
+            kept = "nothing was written"
+            if state is not None and state.exists():
+                kept = f"nothing but its state was written; rerun the same command to continue (state in {state.path})"
+            raise UserError(
+                EXIT_STOPPED,
+                f"--max-time {self.settings.max_time:g} s ran out in the steps before the reduction "
+                f"(the original fails as it should); {kept}",
+            ) from None
+
     def _triage_executor(self) -> Executor:
         """The executor for the checks before the reduction, stopped at --max-time's end."""
-        if self.settings.max_time is None:
+        deadline = self._deadline()
+        if deadline is None:
             return self.inner
-        reason = f"--max-time {self.settings.max_time:g} s reached"
-        return limits.Bounded(self.inner, self.began + self.settings.max_time, reason)
+        return limits.Bounded(self.inner, deadline, f"--max-time {self.settings.max_time:g} s reached")
 
     def _blob_sizes(self) -> dict[str, int]:
         return self.blobs.sizes if self.blobs is not None else {}
@@ -493,9 +482,15 @@ class Run:
         started early (kept only if nothing checks programs between it and them)."""
         self.executor = JournaledExecutor(self.inner, self.journal, after=self.guard.check)
         text = self.begin.text
-        self.ws = choose_workspace(
-            text, self.judged, self.settings.verify, self.early, self._blob_sizes(), wiring.outside(self.settings)
-        )
+        with self._before_the_reduction(self.inner):
+            self.ws = choose_workspace(
+                text,
+                lambda data: self.judged(data, self._deadline()),
+                self.settings.verify,
+                self.early,
+                self._blob_sizes(),
+                wiring.outside(self.settings),
+            )
         if self.early is not None:
             self.early.cancel()  # not needed after all (the start changed, or MLIR prints it as it is)
         self.engine = self._engine()
@@ -580,11 +575,19 @@ class Run:
         self.monitor.start(self.input_size, ws.size, ws.mode, self.inner.workers, self.begin.timeout, ws.program.text)
         return engine
 
-    def judged(self, data: bytes) -> bool:
-        """Whether data is interesting, read from the early re-print's check if it is provably the same."""
-        known = self.early.verdict(data, self.judge) if self.early is not None else None
+    def judged(self, data: bytes, deadline: float | None = None) -> bool:
+        """Whether data is interesting, read from the early re-print's check if it is provably
+        the same. At `deadline` (before the engine starts: --max-time's end), `Stopped`."""
+        known = self.early.verdict(data, self.judge, deadline) if self.early is not None else None
         if known is None:
-            return self.executor.submit(data, self.judge).result().interesting
+            future = self.executor.submit(data, self.judge)
+            try:
+                return future.result(None if deadline is None else max(0.0, deadline - time.monotonic())).interesting
+            except concurrent.futures.TimeoutError:
+                if deadline is None or time.monotonic() < deadline:
+                    raise  # a check's own (a Dask connection's), not --max-time
+                self.executor.cancel(future)
+                raise Stopped("--max-time reached") from None
         self.executor.record(data, known)
         return known.interesting
 

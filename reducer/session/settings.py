@@ -8,6 +8,7 @@ is wrong and what to do, and a documented exit code (EXIT_CODES, also in the REA
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -69,7 +70,8 @@ EXIT_CODES = {
     "or the open-files limit (ulimit -n) is too low for one worker and its check, or the address space "
     "(ulimit -v) is below 2 GiB",
     EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found "
-    "(--max-time while an input stream was still being read: nothing written)",
+    "(--max-time before the reduction began: while the input was read, the original checked, or the "
+    "steps before the reduction ran: nothing written)",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
     "iree-compile, or one naming a pass this iree-opt lacks); the message says what to do",
@@ -270,3 +272,47 @@ class Result:
     #: The output holds a program this run stands behind: one it wrote, the earlier result it
     #: started from, or what the run it continues wrote. Else a file the run never wrote.
     written: bool = True
+
+
+#: The most seconds an option may give: a wait (a thread's timer, a future's result) past
+#: threading.TIMEOUT_MAX (about 9.2e9) ends in an OverflowError from deep in a thread, and
+#: a localisation's traced run waits ten check timeouts.
+MAX_SECONDS = 1e8
+
+
+def too_long(flag: str, value: float) -> str:
+    return f"{flag} {value:g} is more seconds than a run can wait (about 3 years): give at most {MAX_SECONDS:g}"
+
+
+#: Options that must be finite numbers (click's ranges let nan through), with their unit.
+_FINITE = (
+    ("--max-time", "max_time", " of seconds"),
+    ("--slower-than", "slower_than", " of seconds"),
+    ("--slower-than-factor", "slower_than_factor", ""),
+    ("--rtol", "rtol", ""),
+    ("--atol", "atol", ""),
+)
+
+
+def check_settings(settings: Settings) -> None:
+    """The values a run refuses in one line (exit 2) before anything runs."""
+    from reducer.session.wiring import split_parameters  # wiring builds on this module
+
+    if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
+        raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
+    for flag, name, unit in (("--timeout", "timeout", " of seconds"), *_FINITE):
+        value = getattr(settings, name)
+        if value is not None and not math.isfinite(value):
+            raise UserError(EXIT_USAGE, f"{flag} must be a finite number{unit}, not {value}")
+        if value is not None and unit and value > MAX_SECONDS:
+            raise UserError(EXIT_USAGE, too_long(flag, value))
+    if settings.strategies is not None and not settings.strategies:
+        raise UserError(EXIT_USAGE, "--strategies names no strategy; see ireereduce --list-strategies")
+    check_counts(settings)
+    if settings.no_state and settings.state_dir is not None:
+        raise UserError(EXIT_USAGE, "--no-state and --state-dir contradict each other; give one of them")
+    if settings.text is not None and not settings.output:
+        raise UserError(EXIT_USAGE, "reading the input from stdin needs -o FILE for the result")
+    for spec in settings.parameters:  # `--parameters model=` names no file: a slip on the command line
+        if not split_parameters(spec)[1]:
+            raise UserError(EXIT_USAGE, f"--parameters {spec!r} names no archive: give [SCOPE=]FILE")

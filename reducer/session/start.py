@@ -16,6 +16,7 @@ import attrs
 from reducer.core import codec
 from reducer.core import ir as irutil
 from reducer.core.cache import VerdictJournal
+from reducer.core.engine import Stopped
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, RepeatOracle, Verdict
 from reducer.core.state import RunState, cannot_write, differences, fingerprint
@@ -358,11 +359,12 @@ def where_to_start(
     executor: Executor,
     original: str,
     findings: Findings,
+    deadline: float | None = None,
 ) -> str:
     """text, or the smaller interesting program an earlier run left in the output
     (`previous_best`), unless --fresh, which warns of what its first improvement replaces."""
     if not settings.fresh and os.path.exists(output):
-        previous = previous_best(output, text, oracle, guard, executor, outside(settings), original)
+        previous = previous_best(output, text, oracle, guard, executor, outside(settings), original, deadline)
         if previous is not None:
             findings.notes.append(
                 f"started from the smaller interesting program already in {output} "
@@ -387,12 +389,13 @@ def previous_best(
     executor: Executor,
     outside: Callable[[str], int] | None = None,
     original: str = "",
+    deadline: float | None = None,
 ) -> str | None:
     """The output of an earlier run, if it is smaller than text (`as_file`) and still
     interesting. What the check rejects (an earlier result for another bug, a file of the
     user's) is never replaced, nor is an interesting program no smaller than text that is
     not the input itself (ireereduce writes none such: the user's own): the run stops
-    before it writes anything (--fresh replaces it)."""
+    before it writes anything (--fresh replaces it). At `deadline`, `Stopped`."""
     try:
         with open(output, "rb") as f:
             held = f.read()
@@ -407,8 +410,16 @@ def previous_best(
     interesting = False
     if previous is not None:
         try:  # twice, for a flaky check: refusing costs the user a rerun
-            verdicts = check_repeatedly(executor, oracle, previous.encode(), 2, until=lambda v: v.interesting)
+            verdicts = check_repeatedly(
+                executor, oracle, previous.encode(), 2, until=lambda v: v.interesting, deadline=deadline
+            )
         except OSError as exc:
+            if (
+                isinstance(exc, concurrent.futures.TimeoutError)
+                and deadline is not None
+                and time.monotonic() >= deadline
+            ):
+                raise Stopped("--max-time reached") from None
             raise user_error(exc) from None
         guard.check()
         interesting = verdicts[-1].interesting

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
+from reducer.core.engine import Stopped
 from reducer.core.executor import Executor
 from reducer.core.oracle import Oracle, Verdict
 from reducer.session.settings import (
@@ -348,6 +349,8 @@ def localized(
     assert isinstance(oracle, MismatchOracle)
     basename = os.path.basename(settings.input) if settings.text is None else "input.mlir"
     traces = traced.result() if traced is not None else None
+    if executor.expired():  # a traced run cut off at --max-time's end is no timeout to report
+        raise Stopped("--max-time reached")
     if not isinstance(traces, localize.Traces):
         traces = localize.trace(oracle, attach(text.encode()), basename, executor.expired)
     where = localize.find(traces, oracle)
@@ -358,7 +361,7 @@ def localized(
         return text, oracle
     log.info("localisation (%.1f s): %s", where.seconds, where.found.describe().replace("\n", "; "))
     try:
-        done = cut.cut(oracle, attach(text.encode()), basename, where.found, executor.run)
+        done = cut.cut(oracle, attach(text.encode()), basename, where.found, executor.run, executor.expired)
     except cut.NotCut as exc:
         findings.workflow_checks += exc.checks
         findings.notes.append(f"localised to {where.found.name}, but {exc}; reducing the whole program")
