@@ -780,6 +780,9 @@ def _killed_run(case: Path) -> Path:
     wait_for(lambda: (case / "input.reduced.mlir").exists())
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    # Its check runs in a process group of its own, and ends by itself: until then, a
+    # check.sh the test writes anew could be read on by its shell.
+    wait_for(lambda: not ours(case))
     state = case / "input.reduced.mlir.resume"
     assert (state / "run.json").is_file()
     return state

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import make_script, needs_iree
 from test_faults import assert_clean, cli, env, error_line, wait_for
@@ -123,7 +124,7 @@ def test_a_fresh_cut_leaves_no_array_of_the_earlier_one(mismatch: Path):
     cut's arrays: `--inputs cut.mlir.inputs/*` would feed a stale one."""
     (mismatch / "cut.mlir").write_text("earlier\n")
     (mismatch / "cut.mlir.inputs").mkdir()
-    (mismatch / "cut.mlir.inputs" / "input7.npy").write_bytes(b"earlier")
+    np.save(mismatch / "cut.mlir.inputs" / "input7.npy", np.zeros(3, dtype=np.float32))
     done = cli(mismatch, "m.mlir", *MISMATCH, "-o", "cut.mlir", "--localize-only", "--fresh")
     assert done.returncode == session.EXIT_OK, done.stderr
     given = done.stdout.rsplit("--inputs ", 1)[1].split()[0].split(",")

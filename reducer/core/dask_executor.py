@@ -42,6 +42,7 @@ from reducer.core import processes
 from reducer.core.executor import (
     MAX_WORKER_DEATHS,
     Executor,
+    ExecutorLost,
     ExecutorStats,
     read_data_file,
     worker_died,
@@ -463,7 +464,7 @@ class DaskExecutor(Executor):
 
         def done(f: Any) -> None:
             with self._lock:
-                self._tasks.pop(result, None)
+                asked = self._tasks.pop(result, None) is None  # `cancel` took it out first
             if result.done():
                 return
             if f.status == "finished":
@@ -473,8 +474,12 @@ class DaskExecutor(Executor):
                 else:
                     self.stats.busy_seconds += verdict.seconds
                     result.set_result(verdict)
-            elif f.status == "cancelled":
+            elif f.status == "cancelled" and asked:
                 result.cancel()
+            elif f.status == "cancelled":  # the client closed under it: no verdict will ever come
+                result.set_exception(
+                    ExecutorLost("the Dask cluster cancelled a check: the connection to its scheduler was lost")
+                )
             else:
                 exc = f.exception()
                 if type(exc).__name__ == "KilledWorker":

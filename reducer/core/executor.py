@@ -88,6 +88,11 @@ FD_CHECK = 8
 FD_WORKER = 4
 
 
+class ExecutorLost(ConnectionError):
+    """A check's verdict will never come: the executor lost what runs it (a Dask
+    scheduler gone away cancels every check). Not the check's failure, nor ireereduce's."""
+
+
 class OpenFilesLimit(Exception):
     """The open-files limit (ulimit -n) leaves no room for even one worker and its check."""
 

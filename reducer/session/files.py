@@ -16,6 +16,7 @@ from typing import BinaryIO, TextIO
 
 import attrs
 
+from reducer.core.executor import ExecutorLost
 from reducer.core.oracle import whole, write_data
 from reducer.core.state import KINDS, MARKER, Busy, OutputLock, RunState, foreign_lock
 from reducer.session.scripts import script_and_args, shipped_files
@@ -24,6 +25,7 @@ from reducer.session.settings import (
     EXIT_BAD_INPUT,
     EXIT_BUSY,
     EXIT_CANNOT_WRITE,
+    EXIT_EXECUTOR,
     EXIT_USAGE,
     Settings,
     UserError,
@@ -404,13 +406,21 @@ def check_inputs_folder(flag: str, folder: str, protected: dict[str, str] | None
 
 
 def _plain_file(path: str) -> bool:
-    """A regular file under one name only: what ireereduce writes, and replaces. A link
-    (symbolic or hard), a FIFO or a folder under an input's name is someone else's."""
+    """A .npy file under one name only: what ireereduce writes, and replaces. A link
+    (symbolic or hard), a FIFO, a folder, or a file that is no array (notes of the user's
+    named input0.npy) under an input's name is someone else's."""
     try:
         st = os.lstat(path)
+        if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(NPY_MAGIC)) == NPY_MAGIC
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+
+
+#: How every .npy file starts (numpy's format).
+NPY_MAGIC = b"\x93NUMPY"
 
 
 def _inode(path: str) -> tuple[int, int] | None:
@@ -587,7 +597,10 @@ WRITE_ERRORS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
 
 
 def user_error(exc: OSError) -> UserError:
-    """What an OSError out of a check means to the user: a full disk, or a check that cannot run."""
+    """What an OSError out of a check means to the user: a full disk, a check that cannot
+    run, or an executor that lost its cluster."""
+    if isinstance(exc, ExecutorLost):
+        return UserError(EXIT_EXECUTOR, str(exc))
     if exc.errno in WRITE_ERRORS:
         return UserError(
             EXIT_CANNOT_WRITE,

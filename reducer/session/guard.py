@@ -10,12 +10,20 @@ import threading
 from collections.abc import Callable
 
 from reducer.core.bytecode import Writer
+from reducer.core.executor import ExecutorLost
 from reducer.core.oracle import whole
 from reducer.core.state import cannot_write
 from reducer.session import files
 from reducer.session.files import WRITE_ERRORS, rescue
 from reducer.session.scripts import check_file
-from reducer.session.settings import EXIT_BAD_CHECK, EXIT_CANNOT_WRITE, EXIT_CHECK_CHANGED_FILES, Settings, UserError
+from reducer.session.settings import (
+    EXIT_BAD_CHECK,
+    EXIT_CANNOT_WRITE,
+    EXIT_CHECK_CHANGED_FILES,
+    EXIT_EXECUTOR,
+    Settings,
+    UserError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +160,8 @@ class Guard:
 
     def environment_error(self, exc: OSError) -> UserError:
         """An OSError out of the run, in the user's words (never 'internal error')."""
+        if isinstance(exc, ExecutorLost):
+            return UserError(EXIT_EXECUTOR, f"{exc}; {self.best()}")
         check = self.script
         if check is not None:
             if not os.path.exists(check):

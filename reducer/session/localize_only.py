@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from reducer.core.processes import interrupts_kept
+from reducer.core.rundirs import run_scope
 from reducer.session.files import check_inputs_folder, default_output, read_by_the_run, save, take_lock
 from reducer.session.settings import (
     EXIT_CANNOT_WRITE,
@@ -92,8 +94,9 @@ def localize_only(path: str, options: dict[str, Any]) -> int:
         check_settings(settings)  # a --timeout nan, say, as a reduction refuses it
         output = settings.output or default_output(settings.input)
         lock = take_lock(output)  # one run writes an output at a time
-        try:
-            return _localize_only(settings, output)
+        try:  # its compiles' temp dirs and processes are the run's: swept, after a kill -9 by the next run
+            with run_scope(), interrupts_kept():
+                return _localize_only(settings, output)
         finally:
             lock.release()
     except UserError as exc:
@@ -200,10 +203,16 @@ def _inputs_written(
         save(os.path.join(folder, name), blob, "the cut program's input")
 
 
-def _seen(path: str) -> tuple[int, int, int, int] | None:
-    """What is at path, as lstat sees it (kind, inode, size, mtime); None when nothing."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns
+def _seen(path: str) -> tuple[tuple[int, int, int, int] | None, ...]:
+    """What is at path and, if it is a link, where it leads, as lstat sees them (kind,
+    inode, size, mtime; None when nothing): a file that appears at a link's target is
+    written through the link."""
+    found: list[tuple[int, int, int, int] | None] = []
+    for place in dict.fromkeys((path, os.path.realpath(path))):
+        try:
+            st = os.lstat(place)
+        except OSError:
+            found.append(None)
+            continue
+        found.append((st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(found)
