@@ -138,3 +138,12 @@ def primers(monkeypatch: pytest.MonkeyPatch) -> list:
 
     monkeypatch.setattr(reducer.session.overlap, "EarlyExecutor", Recorded)
     return made
+
+
+@pytest.fixture
+def mismatch(tmp_path: Path) -> Path:
+    """The audits' mismatch case: m.mlir for test_faults_audit18.MISMATCH's arguments,
+    beside the usual input.mlir and check.sh, with a TMPDIR of its own."""
+    from test_faults_audit18 import mismatch_case
+
+    return mismatch_case(tmp_path)

@@ -12,7 +12,7 @@ import pytest
 from conftest import needs_iree
 from test_faults import assert_clean, cli, error_line
 from test_faults_audit import make_case
-from test_faults_audit18 import MISMATCH, mismatch_case, wrapped
+from test_faults_audit18 import MISMATCH, wrapped
 
 from reducer import session
 from reducer.iree.evidence import _save
@@ -66,11 +66,6 @@ def test_an_input_array_replaces_what_is_under_its_name(tmp_path: Path, kind: st
 
 
 # -- the weak points ---------------------------------------------------------------------
-@pytest.fixture
-def mismatch(tmp_path: Path) -> Path:
-    return mismatch_case(tmp_path)
-
-
 @pytest.mark.e2e
 @needs_iree
 def test_localize_only_that_finds_no_dispatch_writes_nothing_and_says_so(mismatch: Path):

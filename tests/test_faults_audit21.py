@@ -13,14 +13,9 @@ import numpy as np
 import pytest
 from conftest import make_script, needs_iree
 from test_faults import assert_clean, cli, env, error_line, wait_for
-from test_faults_audit18 import MISMATCH, mismatch_case, wrapped
+from test_faults_audit18 import MISMATCH, wrapped
 
 from reducer import session
-
-
-@pytest.fixture
-def mismatch(tmp_path: Path) -> Path:
-    return mismatch_case(tmp_path)
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])

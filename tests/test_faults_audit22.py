@@ -36,11 +36,6 @@ func.func @g(%a: tensor<4xf32>) -> tensor<4xf32> {
 """
 
 
-@pytest.fixture
-def mismatch(tmp_path: Path) -> Path:
-    return mismatch_case(tmp_path)
-
-
 @pytest.mark.e2e
 @needs_iree
 def test_a_killed_localize_only_leaves_nothing_the_next_run_does_not_sweep(mismatch: Path):
