@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import make_script, needs_iree
 from test_dask import Cluster
@@ -148,4 +149,15 @@ def test_a_resource_named_twice_is_refused(mismatch: Path):
     done = cli(mismatch, "input.mlir", "-c", "./check.sh", "--executor", "dask", "--resources", "GPU=1,GPU=2")
     assert done.returncode == session.EXIT_USAGE, done.stderr
     assert "GPU is named twice: give each resource once" in error_line(done.stderr)
+    assert_clean(mismatch)
+
+
+def test_complex_inputs_are_refused_not_cut_to_their_real_parts(mismatch: Path):
+    """W3: a complex64 array for a tensor<4xf32> argument ran as its real parts, unsaid."""
+    np.save(mismatch / "c.npy", np.array([1 + 1j, 2, 3, 4], dtype=np.complex64))
+    np.save(mismatch / "b.npy", np.ones(4, dtype=np.float32))
+    done = cli(mismatch, "m.mlir", *MISMATCH, "--inputs", "c.npy,b.npy", "-o", "cut.mlir", "--localize-only")
+    assert done.returncode == session.EXIT_BAD_INPUT, done.stderr
+    assert "'c.npy' holds complex numbers (complex64), which no argument takes here" in error_line(done.stderr)
+    assert not (mismatch / "cut.mlir").exists()
     assert_clean(mismatch)

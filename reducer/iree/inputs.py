@@ -280,6 +280,8 @@ def _npy(path: str, name: str) -> np.ndarray:
     if dtype.kind not in "biufc":  # objects would need unpickling; strings are no tensor
         what = "Python objects" if dtype.hasobject else f"{dtype} values"
         raise Unreadable(f"{name!r} holds {what}, not numbers; give an array of numbers")
+    if dtype.kind == "c":  # no argument type here is complex: the cast would drop the imaginary parts
+        raise Unreadable(f"{name!r} holds complex numbers ({dtype}), which no argument takes here; give real ones")
     need = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if need > held:
         raise Unreadable(f"{name!r} is cut short: its header says {shape} of {dtype} ({need} bytes), it holds {held}")
