@@ -148,3 +148,19 @@ def test_max_time_holds_while_the_reprinted_start_is_checked(tmp_path: Path, job
     )
     assert not (case / "o.mlir").exists()
     assert_clean(case)
+
+
+def test_max_time_holds_while_flags_are_reduced(mismatch: Path):
+    """After the engine, flag reduction read each try's verdict without a deadline: a try
+    that hangs held the run to its --timeout. It stops at --max-time, the output kept."""
+    make_script(
+        mismatch / "fc",
+        'case "$*" in *--keep-me*) ;; *) exec sleep 600;; esac\n'
+        'grep -q math.exp "$1" || exit 0\necho "error: failed to legalize math.exp" >&2\nexit 1',
+    )
+    command = f"{mismatch / 'fc'} {{input}} --keep-me --drop-me -o {{output}}"
+    done = cli(mismatch, "input.mlir", "--compile", command, "-o", "o.mlir", "--max-time", "10", "--timeout", "300")
+    assert done.returncode == session.EXIT_STOPPED, done.stderr
+    assert "stopped (--max-time 10 s reached); the smallest interesting program so far is in o.mlir" in done.stderr
+    assert "math.exp" in (mismatch / "o.mlir").read_text()
+    assert_clean(mismatch)

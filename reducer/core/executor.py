@@ -146,6 +146,10 @@ class Executor(abc.ABC):
         of a compile a workflow step runs in this process."""
         return False
 
+    def result(self, future: concurrent.futures.Future[Verdict]) -> Verdict:
+        """A submitted check's verdict, waited for (`limits.Bounded`: until its deadline)."""
+        return future.result()
+
     def run(self, data: bytes, oracle: Oracle | None = None) -> Verdict:
         """One check, waited for (the workflows' sequential steps)."""
         return self.submit(data, oracle).result()

@@ -37,8 +37,8 @@ class Limits:
 class Bounded(Executor):
     """An executor whose waits end at a deadline (--max-time's end), for the steps that
     run checks of their own before the engine starts (IREE's triage: a dispatch isolation
-    compiles every executable, a phase search several stops): told to stop at 6 s, a run
-    went on isolating for 47. At the deadline the checks still running are cancelled and
+    compiles every executable, a phase search several stops) and after it (flags,
+    --for-upstream): told to stop at 6 s, a run went on isolating for 47. At the deadline the checks still running are cancelled and
     `Stopped` says why; the inner executor stays the caller's."""
 
     def __init__(self, inner: Executor, deadline: float, reason: str) -> None:
@@ -58,6 +58,9 @@ class Bounded(Executor):
 
     def close(self, abort: bool = False) -> None:
         """The inner executor is closed by whoever made it."""
+
+    def result(self, future: concurrent.futures.Future[Verdict]) -> Verdict:
+        return self._wait([future])[0]
 
     def run(self, data: bytes, oracle: Oracle | None = None) -> Verdict:
         return self._wait([self.submit(data, oracle)])[0]

@@ -88,7 +88,7 @@ def _first_interesting(
     futures = [executor.submit(data, candidate) for _, candidate in candidates]
     try:
         for checks, ((what, candidate), future) in enumerate(zip(candidates, futures), 1):
-            if future.result().interesting:
+            if executor.result(future).interesting:
                 return (what, candidate), checks
         return None, len(futures)
     finally:

@@ -15,7 +15,7 @@
 from reducer.session.checks import check_repeatedly
 from reducer.session.files import WRITE_ERRORS, check_paths, default_output, open_stream, save, write_atomically
 from reducer.session.finish import FINAL_CONFIRM, WALKBACK_CONFIRM
-from reducer.session.run import check_limits, reduce_file
+from reducer.session.run import reduce_file
 from reducer.session.scripts import check_script, shipped_files
 from reducer.session.settings import (
     EXIT_BAD_CHECK,
@@ -47,6 +47,7 @@ from reducer.session.settings import (
     Result,
     Settings,
     UserError,
+    check_limits,
 )
 from reducer.session.source import EMPTY_INPUT_NAME, decode_input, read_input, read_stdin
 from reducer.session.start import Start

@@ -23,7 +23,7 @@ from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
 from reducer.core.engine import Engine, Stopped
-from reducer.core.executor import DataFileUnreadable, Executor, OpenFilesLimit, check_open_files
+from reducer.core.executor import DataFileUnreadable, Executor
 from reducer.core.oracle import Cancelled, Oracle, Verdict
 from reducer.core.processes import interrupts_kept, note_stop, raise_if_stopped
 from reducer.core.resources import Blobs
@@ -37,9 +37,7 @@ from reducer.session.finish import FINAL_CONFIRM, Rechecks, settle, tidy_whitesp
 from reducer.session.guard import Guard
 from reducer.session.settings import (
     EXIT_BAD_INPUT,
-    EXIT_CANNOT_WRITE,
     EXIT_CHECK_CHANGED_FILES,
-    EXIT_EXECUTOR,
     EXIT_NOT_INTERESTING,
     EXIT_STOPPED,
     EXIT_USAGE,
@@ -50,6 +48,7 @@ from reducer.session.settings import (
     Result,
     Settings,
     UserError,
+    check_limits,
     check_settings,
 )
 from reducer.session.source import BOM, Input, blobs_apart, load_input
@@ -80,25 +79,6 @@ from reducer.session.wiring import (
 # and the engine's first. `Run._meanwhile` imports them while the original's checks run.
 
 log = logging.getLogger(__name__)
-
-#: Files a run holds open besides its executor's: the output's lock, the run directory's
-#: lock, the journal, and one being written.
-RUN_FILES = 4
-
-
-def check_limits() -> None:
-    """UserError (exit 12) if the open-files limit leaves no room for one worker, or the
-    address space none for the libraries: said first, before the command line opens its
-    log or a worker's lock runs out of files."""
-    short = limits.address_space_short()
-    if short is not None:
-        raise UserError(EXIT_EXECUTOR, short)
-    if (none := limits.no_file_size()) is not None:
-        raise UserError(EXIT_CANNOT_WRITE, none)
-    try:
-        check_open_files(RUN_FILES)
-    except OpenFilesLimit as exc:
-        raise UserError(EXIT_EXECUTOR, str(exc)) from None
 
 
 def reduce_file(
@@ -361,7 +341,7 @@ class Run:
             )
             self.monitor.phase("triage")
             findings = Findings()
-            bounded = self._triage_executor()
+            bounded = self._bounded()
             with self._before_the_reduction(bounded):
                 text, oracle = triage.before(settings, text, oracle, findings, bounded, attach, beside)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
@@ -396,8 +376,8 @@ class Run:
                 f"(the original fails as it should); {kept}",
             ) from None
 
-    def _triage_executor(self) -> Executor:
-        """The executor for the checks before the reduction, stopped at --max-time's end."""
+    def _bounded(self) -> Executor:
+        """The executor for the checks before and after the engine's, stopped at --max-time's end."""
         deadline = self._deadline()
         if deadline is None:
             return self.inner
@@ -620,7 +600,12 @@ class Run:
 
     def after(self, text: str) -> str:
         """The flags and --for-upstream steps, counted with the engine's checks."""
-        done = triage.after(self.settings, self.ws.mode, text, self.begin.oracle, self.begin.findings, self.inner)
+        try:  # stopped at --max-time's end: the output holds the engine's result
+            done = triage.after(
+                self.settings, self.ws.mode, text, self.begin.oracle, self.begin.findings, self._bounded()
+            )
+        except limits.STOPPED as exc:
+            raise LimitReached(self.result(), str(exc)) from None
         self.engine.stats.oracle_calls += done.checks
         if done.oracle is not self.begin.oracle:
             self.begin = attrs.evolve(self.begin, oracle=done.oracle)

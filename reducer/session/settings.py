@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from reducer.core import codec
+from reducer.core import codec, limits
 from reducer.core.engine import DEFAULT_MOVE_BUDGET, RunStats
+from reducer.core.executor import OpenFilesLimit, check_open_files
 from reducer.core.oracle import Oracle, Verdict
 from reducer.core.workspace import Size
 
@@ -316,3 +317,23 @@ def check_settings(settings: Settings) -> None:
     for spec in settings.parameters:  # `--parameters model=` names no file: a slip on the command line
         if not split_parameters(spec)[1]:
             raise UserError(EXIT_USAGE, f"--parameters {spec!r} names no archive: give [SCOPE=]FILE")
+
+
+#: Files a run holds open besides its executor's: the output's lock, the run directory's
+#: lock, the journal, and one being written.
+RUN_FILES = 4
+
+
+def check_limits() -> None:
+    """UserError (exit 12) if the open-files limit leaves no room for one worker, or the
+    address space none for the libraries: said first, before the command line opens its
+    log or a worker's lock runs out of files."""
+    short = limits.address_space_short()
+    if short is not None:
+        raise UserError(EXIT_EXECUTOR, short)
+    if (none := limits.no_file_size()) is not None:
+        raise UserError(EXIT_CANNOT_WRITE, none)
+    try:
+        check_open_files(RUN_FILES)
+    except OpenFilesLimit as exc:
+        raise UserError(EXIT_EXECUTOR, str(exc)) from None
