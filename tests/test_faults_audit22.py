@@ -21,6 +21,7 @@ from test_faults_audit18 import MISMATCH, mismatch_case, wrapped
 
 from reducer import session
 
+F6 = Path(__file__).resolve().parent.parent / "examples" / "f6-legalize" / "model.mlir"
 #: Two functions: the check hangs on every candidate that lost the subf (the original answers at once).
 TWO = """func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
   %0 = arith.addf %a, %b : tensor<4xf32>
@@ -161,3 +162,49 @@ def test_complex_inputs_are_refused_not_cut_to_their_real_parts(mismatch: Path):
     assert "'c.npy' holds complex numbers (complex64), which no argument takes here" in error_line(done.stderr)
     assert not (mismatch / "cut.mlir").exists()
     assert_clean(mismatch)
+
+
+@pytest.mark.e2e
+@needs_iree
+def test_a_cluster_lost_before_the_reduction_is_exit_12(tmp_path: Path):
+    """Review 23: a cluster lost in a step between the original's check and the engine's
+    start (here: the phase search's first compile) escaped as "internal error", exit 1."""
+    from reducer.core.executor import ExecutorLost, LocalExecutor
+
+    class Lost(LocalExecutor):
+        def submit(self, data, oracle=None):
+            if oracle is not None and any(a.startswith("--compile-to=") for a in oracle.command.extra):
+                raise ExecutorLost("the Dask client lost its scheduler and closed; no check can run")
+            return super().submit(data, oracle)
+
+    flags = "--iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu"
+    compile = f"iree-compile {{input}} {flags} --iree-llvmcpu-target-cpu=generic -o {{output}}"
+    settings = session.Settings(input=str(F6), compile=compile, output=str(tmp_path / "o.mlir"), jobs=2)
+    with pytest.raises(session.UserError) as err:
+        session.reduce_file(settings, executor_factory=Lost)
+    assert err.value.code == session.EXIT_EXECUTOR, err.value
+    assert str(err.value).startswith("the Dask client lost its scheduler and closed; no check can run")
+    assert not (tmp_path / "o.mlir").exists()
+
+
+def test_a_check_submitted_after_the_client_gave_up_is_executor_lost(tmp_path: Path):
+    """Review 23: with no check in flight when the scheduler went, the client closed after
+    its reconnect timeout and the next submit raised ClosedClientError: exit 1."""
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.executor import ExecutorLost
+    from reducer.core.oracle import ScriptOracle
+
+    check = make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    cluster = Cluster(tmp_path / "cluster", workers=1)
+    executor = None
+    try:
+        executor = DaskExecutor(ScriptOracle(str(check), "in.mlir", 30.0), 1, scheduler=cluster.address)
+        assert executor.run(b"math.exp").interesting
+        os.kill(cluster.procs[0].pid, signal.SIGKILL)
+        wait_for(lambda: executor.client.status == "closed")
+        with pytest.raises(ExecutorLost, match="the Dask client lost its scheduler and closed"):
+            executor.submit(b"math.exp")
+    finally:
+        if executor is not None:
+            executor.close(abort=True)
+        cluster.close()

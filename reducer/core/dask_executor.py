@@ -455,9 +455,14 @@ class DaskExecutor(Executor):
             judge = oracle or self.oracle
             assert judge is not None, "submit names its oracle when the executor has none"
             remote = self._shipped_form(judge)
-        task = self.client.submit(
-            _run_task, whole(data), remote, self.memory_limit, pure=False, resources=self.resources or None
-        )
+        try:
+            task = self.client.submit(
+                _run_task, whole(data), remote, self.memory_limit, pure=False, resources=self.resources or None
+            )
+        except Exception as exc:  # ClosedClientError: the client gave up reconnecting to a lost scheduler
+            if self.client.status not in ("closing", "closed"):
+                raise
+            raise ExecutorLost("the Dask client lost its scheduler and closed; no check can run") from exc
         with self._lock:
             self._tasks[result] = task
             self.stats.checks += 1

@@ -409,12 +409,12 @@ def _plain_file(path: str) -> bool:
     """A .npy file under one name only: what ireereduce writes, and replaces. A link
     (symbolic or hard), a FIFO, a folder, or a file that is no array (notes of the user's
     named input0.npy) under an input's name is someone else's."""
-    try:
+    try:  # opened as what lstat saw: a FIFO or link swapped in since would block or lead elsewhere
         st = os.lstat(path)
         if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
             return False
-        with open(path, "rb") as f:
-            return f.read(len(NPY_MAGIC)) == NPY_MAGIC
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            return os.fstat(f.fileno()).st_ino == st.st_ino and f.read(len(NPY_MAGIC)) == NPY_MAGIC
     except OSError:
         return False
 

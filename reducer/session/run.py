@@ -363,6 +363,8 @@ class Run:
         engine's start: nothing is written yet, as when the original's check runs out."""
         try:
             yield
+        except OSError as exc:  # a cluster lost (ExecutorLost), a full disk: the user's words
+            raise self.guard.environment_error(exc) from None
         except (Cancelled, *limits.STOPPED) as exc:  # type: ignore[misc]  # a starred tuple of exception types
             if isinstance(exc, Cancelled) and not executor.expired():
                 raise

@@ -67,12 +67,14 @@ EXIT_CODES = {
     "(--fresh starts over)",
     EXIT_CHECK_CHANGED_FILES: "the input, the output or the check changed during the run (the check must not "
     "write them, nor anyone else until the run ends); the output keeps the last good program",
-    EXIT_EXECUTOR: "the executor cannot start: the Dask scheduler is unreachable, distributed is not installed, "
+    EXIT_EXECUTOR: "the executor cannot start, or lost its cluster during the run (the output keeps the best so "
+    "far): the Dask scheduler is unreachable or went away, distributed is not installed, "
     "or the open-files limit (ulimit -n) is too low for one worker and its check, or the address space "
     "(ulimit -v) is below 2 GiB",
     EXIT_STOPPED: "--max-time or --max-checks reached; the output holds the smallest interesting program found "
     "(--max-time before the reduction began: while the input was read, the original checked, or the "
-    "steps before the reduction ran: nothing written)",
+    "steps before the reduction ran: nothing written but, once the start is recorded, the state a "
+    "rerun continues from)",
     EXIT_TRIVIAL: "--trivial-is-error: the result is trivial (an empty module or a function that only returns)",
     EXIT_NOT_REPLAYABLE: "the input is a crash reproducer iree-opt cannot replay (a full-pipeline one from "
     "iree-compile, or one naming a pass this iree-opt lacks); the message says what to do",
