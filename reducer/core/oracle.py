@@ -19,6 +19,7 @@ import select
 import shlex
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Protocol
@@ -196,7 +197,16 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     (each CANCEL_POLL), and past the limit the check is killed (SIGKILL, no grace)."""
     if cancel():
         raise Cancelled
-    err_path = os.path.join(tmp, ".ireereduce-stderr")
+    # The check's stderr goes to a file with no name: one in tmp could be the candidate's own
+    # (an input named .ireereduce-stderr was overwritten by it), or a file the check removes.
+    err = tempfile.TemporaryFile(dir=tmp)
+    try:
+        return _run_capturing(argv, tmp, timeout, keep, cancel, err)
+    finally:
+        err.close()
+
+
+def _run_capturing(argv: list[str], tmp: str, timeout: float | None, keep: int, cancel: CancelFn, err: Any) -> Run:
     env, check_tag = check_env()
     # What the check's tools leave in their temp dir (iree-compile's objects, when it is
     # killed) goes with the candidate's directory, not into the user's.
@@ -205,49 +215,48 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
     memory = limits.memory if limits is not None else 0
     earlier = processes.children() if processes.reaping() else frozenset()
     start = time.monotonic()
-    with open(err_path, "wb") as err:
-        proc = _start(argv, tmp, env, err)
-        exited: int | None = None
-        timed_out = cancelled = too_big = False
-        deadline = None if timeout is None else start + timeout
-        rc: int | None = None
-        try:
-            exited = _exit_watch(proc.pid)
-            while True:
-                step = CANCEL_POLL if deadline is None else max(0.0, min(CANCEL_POLL, deadline - time.monotonic()))
-                rc = _wait_exit(proc, exited, step, cancel)
-                if rc is not None:
-                    break
-                if cancel():
-                    cancelled = True
-                    break
-                if memory and processes.memory_in_use(proc.pid, earlier) > memory:
-                    too_big = True  # killed as it ends, with the rest of its group
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    timed_out = True
-                    _kill_group(proc.pid, signal.SIGTERM)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(timeout=KILL_GRACE)
-                    break
-        finally:
-            if exited is not None:
-                os.close(exited)
-            _end_leftovers(proc, check_tag, earlier)
+    proc = _start(argv, tmp, env, err)
+    exited: int | None = None
+    timed_out = cancelled = too_big = False
+    deadline = None if timeout is None else start + timeout
+    rc: int | None = None
+    try:
+        exited = _exit_watch(proc.pid)
+        while True:
+            step = CANCEL_POLL if deadline is None else max(0.0, min(CANCEL_POLL, deadline - time.monotonic()))
+            rc = _wait_exit(proc, exited, step, cancel)
+            if rc is not None:
+                break
+            if cancel():
+                cancelled = True
+                break
+            if memory and processes.memory_in_use(proc.pid, earlier) > memory:
+                too_big = True  # killed as it ends, with the rest of its group
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                timed_out = True
+                _kill_group(proc.pid, signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=KILL_GRACE)
+                break
+    finally:
+        if exited is not None:
+            os.close(exited)
+        _end_leftovers(proc, check_tag, earlier)
     if cancelled:
         raise Cancelled
     if too_big and limits is not None:
         limits.reached = True
         rc = proc.returncode
     seconds = time.monotonic() - start
-    size = os.path.getsize(err_path)
-    with open(err_path, "rb") as f:
-        if size <= keep:
-            stderr = f.read()
-        else:
-            head = f.read(keep // 2)
-            f.seek(size - keep // 2)
-            stderr = head + b"\n[...]\n" + f.read()
+    size = err.seek(0, os.SEEK_END)
+    err.seek(0)
+    if size <= keep:
+        stderr = err.read()
+    else:
+        head = err.read(keep // 2)
+        err.seek(size - keep // 2)
+        stderr = head + b"\n[...]\n" + err.read()
     log.debug("%s: rc=%s timed_out=%s %.2fs", os.path.basename(argv[0]), rc, timed_out, seconds)
     return Run(rc, timed_out, seconds, stderr.decode(errors="replace"))
 

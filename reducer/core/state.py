@@ -346,7 +346,8 @@ class RunState:
         for name in names:
             if _named_ours(name) and not self._ours(name):
                 with contextlib.suppress(OSError):
-                    return f"its {name} is {KINDS.get(stat.S_IFMT(os.lstat(self._file(name)).st_mode), 'not a file')}"
+                    mode = os.lstat(self._file(name)).st_mode
+                    return f"its {name} is {KINDS.get(stat.S_IFMT(mode), 'a hard link (a file with another name too)')}"
         return ""
 
     def refusal(self) -> str | None:
@@ -497,13 +498,16 @@ class RunState:
         return sorted(n for n in names if n != MARKER and not self._ours(n))
 
     def _ours(self, name: str) -> bool:
-        """A file a run writes: its name, and a regular file (a directory of that name is not)."""
+        """A file a run writes: its name, and a regular file under that name only (a
+        directory of that name is not, nor a hard link to a file of the user's, which the
+        journal's appends and cuts would write through)."""
         if not _named_ours(name):
             return False
         try:
-            return stat.S_ISREG(os.lstat(self._file(name)).st_mode)
+            st = os.lstat(self._file(name))
         except OSError:
             return False
+        return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
     def remove(self) -> None:
         """Remove what the run wrote, and the directory if the run made it. Files someone

@@ -44,6 +44,10 @@ class Guard:
         #: bindings do not print).
         self.trailer = b""
         self.lock = threading.Lock()
+        #: Where the output led when the run last wrote it (a symlinked -o: its target).
+        self.lead = os.path.realpath(output)
+        #: Set when the output changed and now leads to another file: where the best went.
+        self.moved: str | None = None
         self._bytecode = Writer() if settings.output_bytecode(output) else None
         self._attach = attach  # a program's file gets the blobs it uses (`reducer.core.resources`)
 
@@ -90,8 +94,7 @@ class Guard:
         # A program with blobs is an `Attached` (its file gets them as it is written): `+`
         # would make it plain bytes, the blob-free text, so a trailer goes after its whole
         # file; a program that holds the resource already (text mode) gets no second one.
-        carries = self.trailer and b"mlir_reproducer" not in bytes(data)
-        whole_file = whole(data) + self.trailer if carries else data
+        whole_file = self._whole_file(data)
         try:
             files.write_atomically(self.output, whole_file)
         except OSError as exc:
@@ -101,6 +104,21 @@ class Guard:
                 EXIT_CANNOT_WRITE, f"cannot write the output {self.output}: {exc.strerror}; {where}"
             ) from None
         self.expected[self.output] = self._stat(self.output)
+        self.lead = os.path.realpath(self.output)
+
+    def _whole_file(self, data: bytes) -> bytes:
+        carries = self.trailer and b"mlir_reproducer" not in bytes(data)
+        return whole(data) + self.trailer if carries else data
+
+    def _put_back(self) -> None:
+        """The last good program back into an output that changed: only where the run wrote
+        it. An output that leads elsewhere now (a link re-pointed, its folder swapped for a
+        link) leads to a file of someone else's: the best goes beside, `rescue`."""
+        assert self.good is not None
+        if os.path.realpath(self.output) == self.lead:
+            self._write(self.good)
+        elif self.moved is None:
+            self.moved = rescue(self.output, self._whole_file(self.good))
 
     def _where_best(self) -> str:
         assert self.good is not None
@@ -122,7 +140,7 @@ class Guard:
             for path in self.paths:
                 if self._stat(path) != self.expected[path]:
                     if path == self.output and self.good is not None:
-                        self._write(self.good)
+                        self._put_back()
                     raise UserError(EXIT_CHECK_CHANGED_FILES, self._changed(path))
 
     def _changed(self, path: str) -> str:
@@ -136,10 +154,12 @@ class Guard:
                 if self.good is not None
                 else "what it holds now is not the run's (no smaller program had been found)"
             )
+            if self.moved is not None:
+                now = f"it leads to {os.path.realpath(path)} now, which the run left alone; {self.moved}"
             return (
                 f"the output {path} {how}: a check must not write the user's files (it gets its own copy "
                 f"of the candidate), nor may anything else while the run writes it; {now}; stopped"
-                + (f", {self.best()}" if self.good is not None else "")
+                + (f", {self.best()}" if self.good is not None and self.moved is None else "")
             )
         if path == self.script:
             return (
@@ -156,7 +176,7 @@ class Guard:
     def restore_output(self) -> None:
         with self.lock:
             if self.good is not None and self._stat(self.output) != self.expected[self.output]:
-                self._write(self.good)
+                self._put_back()
 
     def environment_error(self, exc: OSError) -> UserError:
         """An OSError out of the run, in the user's words (never 'internal error')."""

@@ -1,0 +1,108 @@
+"""The twenty-third hostile run's defects: exit 11's "restore" wrote the best program
+through an output link re-pointed during the run; a hard link planted as a state file
+was written through; notes that start with the .npy magic were taken for an array; an
+input named .ireereduce-stderr was the check's stderr capture too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_script
+from test_faults import BIG, _killed_run, assert_clean, cli, env, error_line, wait_for
+from test_faults_audit import make_case
+from test_faults_audit18 import MISMATCH
+
+from reducer import session
+from reducer.session import files
+
+
+def test_an_output_link_repointed_during_the_run_is_not_written_through(tmp_path: Path):
+    """D1: -o link.mlir led to res/a.mlir; the user pointed it at res/b.mlir, notes of
+    theirs, during the run, and exit 11 "restored" the best program into them."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "res").mkdir()
+    (tmp_path / "input.mlir").write_text(BIG)
+    make_script(tmp_path / "slow.sh", 'sleep 0.2\ngrep -q math.exp "$1"')
+    (tmp_path / "res" / "b.mlir").write_text("my precious notes\n")
+    os.symlink("res/a.mlir", tmp_path / "link.mlir")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "./slow.sh", "-o", "link.mlir", "-j", "2"],
+        cwd=tmp_path,
+        env=env(tmp_path),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for((tmp_path / "res" / "a.mlir").exists)
+    os.unlink(tmp_path / "link.mlir")
+    os.symlink("res/b.mlir", tmp_path / "link.mlir")
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == session.EXIT_CHECK_CHANGED_FILES, stderr
+    line = error_line(stderr)
+    assert f"it leads to {tmp_path / 'res' / 'b.mlir'} now, which the run left alone" in line
+    assert "is saved in link.saved.mlir instead" in line
+    assert (tmp_path / "res" / "b.mlir").read_text() == "my precious notes\n"
+    assert "math.exp" in (tmp_path / "link.saved.mlir").read_text()
+    assert_clean(tmp_path)
+
+
+def test_a_state_file_hard_linked_to_a_users_file_is_refused_unwritten(tmp_path: Path):
+    """D2: verdicts.jsonl, a second name for the user's notes, was cut back to its last
+    good line and appended to on resume: the notes lost, or emptied."""
+    case = make_case(tmp_path)
+    state = _killed_run(case)
+    notes = case / "notes.txt"
+    notes.write_bytes(b"my diary\n" + (state / "verdicts.jsonl").read_bytes())
+    before = notes.read_bytes()
+    (state / "verdicts.jsonl").unlink()
+    os.link(notes, state / "verdicts.jsonl")
+    for lock in case.glob("*.lock"):  # the killed run's: a run that starts would take it over
+        lock.unlink()
+    done = cli(case, "input.mlir", "--check", "check.sh", "-j", "1")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert "its verdicts.jsonl is a hard link (a file with another name too)" in error_line(done.stderr)
+    assert notes.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x93NUMPY -- my notes, not an array\n", "cut short"],
+)
+def test_notes_that_start_like_an_array_are_the_users(mismatch: Path, content: bytes | str):
+    """D3: the .npy magic alone made a file "an array a run wrote", replaced by the report."""
+    folder = mismatch / "r.md.inputs"
+    folder.mkdir()
+    if content == "cut short":  # an array of the user's, cut off: not what a run writes
+        np.save(folder / "input0.npy", np.arange(64, dtype=np.float32))
+        data = (folder / "input0.npy").read_bytes()[:-8]
+        (folder / "input0.npy").write_bytes(data)
+    else:
+        assert isinstance(content, bytes)
+        (folder / "input0.npy").write_bytes(content)
+    before = (folder / "input0.npy").read_bytes()
+    done = cli(mismatch, "m.mlir", *MISMATCH, "--report", "r.md", "-o", "x.mlir", "--max-checks", "3")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert "holds files ireereduce did not write (input0.npy)" in error_line(done.stderr)
+    assert (folder / "input0.npy").read_bytes() == before
+    assert_clean(mismatch)
+
+
+def test_an_array_as_a_run_writes_it_is_the_runs(tmp_path: Path):
+    """The other side of D3: a whole array under an input's name is an earlier run's."""
+    np.save(tmp_path / "input0.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
+    files.check_inputs_folder("--report", str(tmp_path))  # no refusal
+
+
+def test_an_input_named_like_the_stderr_capture_is_checked_as_itself(tmp_path: Path):
+    """D4: the candidate TMP/.ireereduce-stderr was also the check's stderr file, emptied
+    before the check ran: a check that passes the input by hand said "not interesting"."""
+    case = make_case(tmp_path)
+    (case / ".ireereduce-stderr").write_text((case / "input.mlir").read_text())
+    done = cli(case, ".ireereduce-stderr", "--check", "./check.sh", "-o", "o.mlir")
+    assert done.returncode == session.EXIT_OK, done.stderr
+    assert "math.exp" in (case / "o.mlir").read_text()
+    assert_clean(case)
