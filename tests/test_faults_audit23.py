@@ -106,3 +106,24 @@ def test_an_input_named_like_the_stderr_capture_is_checked_as_itself(tmp_path: P
     assert done.returncode == session.EXIT_OK, done.stderr
     assert "math.exp" in (case / "o.mlir").read_text()
     assert_clean(case)
+
+
+def test_a_verdict_lost_on_its_way_back_from_dask_is_executor_lost(tmp_path: Path):
+    """W2: the scheduler went as a verdict was fetched: distributed's CommClosedError
+    escaped the future's callback as a traceback (the check's future never ending)."""
+    from reducer.core.dask_executor import DaskExecutor
+    from reducer.core.executor import ExecutorLost
+    from reducer.core.oracle import ScriptOracle
+
+    check = make_script(tmp_path / "check.sh", 'grep -q math.exp "$1"')
+    executor = DaskExecutor(ScriptOracle(str(check), "in.mlir", 30.0), 1)
+    try:
+
+        def gone(*_args: object) -> None:
+            raise OSError("Stream is closed")  # what CommClosedError is
+
+        executor._settle = gone  # type: ignore[method-assign]
+        with pytest.raises(ExecutorLost, match="the connection to the Dask scheduler was lost"):
+            executor.submit(b"math.exp").result(60)
+    finally:
+        executor.close(abort=True)

@@ -472,29 +472,37 @@ class DaskExecutor(Executor):
                 asked = self._tasks.pop(result, None) is None  # `cancel` took it out first
             if result.done():
                 return
-            if f.status == "finished":
-                verdict = f.result()
-                if verdict is None:
-                    result.cancel()
-                else:
-                    self.stats.busy_seconds += verdict.seconds
-                    result.set_result(verdict)
-            elif f.status == "cancelled" and asked:
-                result.cancel()
-            elif f.status == "cancelled":  # the client closed under it: no verdict will ever come
-                result.set_exception(
-                    ExecutorLost("the Dask cluster cancelled a check: the connection to its scheduler was lost")
-                )
-            else:
-                exc = f.exception()
-                if type(exc).__name__ == "KilledWorker":
-                    self.stats.lost_workers += MAX_WORKER_DEATHS
-                    result.set_result(worker_died(MAX_WORKER_DEATHS))
-                else:
-                    result.set_exception(exc)
+            try:
+                self._settle(result, f, asked)
+            except OSError as exc:  # CommClosedError: the scheduler went as the verdict was fetched
+                if not result.done():
+                    result.set_exception(ExecutorLost(f"the connection to the Dask scheduler was lost ({exc})"))
 
         task.add_done_callback(done)
         return result
+
+    def _settle(self, result: concurrent.futures.Future[Verdict], f: Any, asked: bool) -> None:
+        """result, from the Dask future f that ended (`asked`: cancelled by `cancel`)."""
+        if f.status == "finished":
+            verdict = f.result()
+            if verdict is None:
+                result.cancel()
+            else:
+                self.stats.busy_seconds += verdict.seconds
+                result.set_result(verdict)
+        elif f.status == "cancelled" and asked:
+            result.cancel()
+        elif f.status == "cancelled":  # the client closed under it: no verdict will ever come
+            result.set_exception(
+                ExecutorLost("the Dask cluster cancelled a check: the connection to its scheduler was lost")
+            )
+        else:
+            exc = f.exception()
+            if type(exc).__name__ == "KilledWorker":
+                self.stats.lost_workers += MAX_WORKER_DEATHS
+                result.set_result(worker_died(MAX_WORKER_DEATHS))
+            else:
+                result.set_exception(exc)
 
     def cancel(self, future: concurrent.futures.Future[Verdict]) -> None:
         with self._lock:
