@@ -127,3 +127,15 @@ def test_a_verdict_lost_on_its_way_back_from_dask_is_executor_lost(tmp_path: Pat
             executor.submit(b"math.exp").result(60)
     finally:
         executor.close(abort=True)
+
+
+def test_an_array_given_through_a_link_is_named_as_the_folder_holds_it(mismatch: Path):
+    """W5: `--inputs al.npy`, a link to r.md.inputs/input0.npy, was refused as if the
+    folder held al.npy."""
+    (mismatch / "r.md.inputs").mkdir()
+    np.save(mismatch / "r.md.inputs" / "input0.npy", np.ones(4, dtype=np.float32))
+    os.symlink("r.md.inputs/input0.npy", mismatch / "al.npy")
+    done = cli(mismatch, "m.mlir", *MISMATCH, "--inputs", "al.npy", "--report", "r.md", "-o", "x.mlir")
+    assert done.returncode == session.EXIT_USAGE, done.stderr
+    assert "it holds input0.npy (al.npy, an array --inputs gives), which this run reads" in error_line(done.stderr)
+    assert_clean(mismatch)

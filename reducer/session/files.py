@@ -389,12 +389,13 @@ def check_inputs_folder(flag: str, folder: str, protected: dict[str, str] | None
             "move it away or give another path",
         )
     names, protected = sorted(os.listdir(folder)), protected or {}
-    read = [protected[r] for r in (os.path.realpath(os.path.join(folder, n)) for n in names) if r in protected]
-    if read:
+    reals = {n: os.path.realpath(os.path.join(folder, n)) for n in names}
+    read = [(n, protected[r]) for n, r in reals.items() if r in protected]
+    if read:  # named as it is in the folder: the user may have given it by another name (a link)
         raise UserError(
             EXIT_USAGE,
-            f"{flag}: {folder} is where the inputs of its commands go, and it holds {read[0]}, which this run "
-            "reads; ireereduce never overwrites it (copy it elsewhere or give another path)",
+            f"{flag}: {folder} is where the inputs of its commands go, and it holds {read[0][0]} ({read[0][1]}), "
+            "which this run reads; ireereduce never overwrites it (copy it elsewhere or give another path)",
         )
     theirs = [n for n in names if not _INPUT_FILE.fullmatch(n) or not _plain_file(os.path.join(folder, n))]
     if theirs:
