@@ -6,6 +6,7 @@ input named .ireereduce-stderr was the check's stderr capture too."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,33 @@ def test_an_output_link_repointed_during_the_run_is_not_written_through(tmp_path
     assert "is saved in link.saved.mlir instead" in line
     assert (tmp_path / "res" / "b.mlir").read_text() == "my precious notes\n"
     assert "math.exp" in (tmp_path / "link.saved.mlir").read_text()
+    assert_clean(tmp_path)
+
+
+def test_a_commit_writes_nothing_through_an_output_link_repointed_unseen(tmp_path: Path):
+    """Review 24: a link re-pointed to a copy of what the run wrote (same size and time,
+    so the check of the user's files saw nothing) took the next improvement through it."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "res").mkdir()
+    (tmp_path / "input.mlir").write_text(BIG)
+    make_script(tmp_path / "slow.sh", 'sleep 0.3\ngrep -q math.exp "$1"')
+    os.symlink("res/a.mlir", tmp_path / "link.mlir")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "./slow.sh", "-o", "link.mlir", "-j", "1"],
+        cwd=tmp_path,
+        env=env(tmp_path),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for((tmp_path / "res" / "a.mlir").exists)
+    shutil.copy2(tmp_path / "res" / "a.mlir", tmp_path / "res" / "b.mlir")  # the user's copy
+    copy = (tmp_path / "res" / "b.mlir").read_bytes()
+    os.unlink(tmp_path / "link.mlir")
+    os.symlink("res/b.mlir", tmp_path / "link.mlir")
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == session.EXIT_CHECK_CHANGED_FILES, stderr
+    assert "which the run left alone" in error_line(stderr)
+    assert (tmp_path / "res" / "b.mlir").read_bytes() == copy
     assert_clean(tmp_path)
 
 
@@ -138,4 +166,26 @@ def test_an_array_given_through_a_link_is_named_as_the_folder_holds_it(mismatch:
     done = cli(mismatch, "m.mlir", *MISMATCH, "--inputs", "al.npy", "--report", "r.md", "-o", "x.mlir")
     assert done.returncode == session.EXIT_USAGE, done.stderr
     assert "it holds input0.npy (al.npy, an array --inputs gives), which this run reads" in error_line(done.stderr)
+    assert_clean(mismatch)
+
+
+#: A .npy header numpy's parser chokes on (no closing brace): a TokenError, not a ValueError.
+UNCLOSED = b"\x93NUMPY\x01\x00\x40\x00" + b"{'descr': '<f4', 'fortran_order': False, 'shape': (1,)".ljust(63) + b"\n"
+
+
+@pytest.mark.parametrize("where", ["--inputs", "REPORT.inputs"])
+def test_a_npy_header_numpy_cannot_parse_is_one_line(mismatch: Path, where: str):
+    """Review 24: a header whose parse raised TokenError (or TypeError) was "internal error"."""
+    if where == "--inputs":
+        (mismatch / "bad.npy").write_bytes(UNCLOSED)
+        done = cli(mismatch, "m.mlir", *MISMATCH, "--inputs", "bad.npy", "-o", "x.mlir")
+        assert done.returncode == session.EXIT_BAD_INPUT, done.stderr
+        assert "--inputs: cannot read 'bad.npy' as a .npy file" in error_line(done.stderr)
+    else:
+        (mismatch / "r.md.inputs").mkdir()
+        (mismatch / "r.md.inputs" / "input0.npy").write_bytes(UNCLOSED)
+        done = cli(mismatch, "m.mlir", *MISMATCH, "--report", "r.md", "-o", "x.mlir")
+        assert done.returncode == session.EXIT_USAGE, done.stderr
+        assert "holds files ireereduce did not write (input0.npy)" in error_line(done.stderr)
+        assert (mismatch / "r.md.inputs" / "input0.npy").read_bytes() == UNCLOSED
     assert_clean(mismatch)

@@ -275,8 +275,8 @@ def _npy(path: str, name: str) -> np.ndarray:
         raise Unreadable(f"cannot read {name!r} as a .npy file: {exc.strerror}") from None
     except Unreadable:
         raise
-    except ValueError as exc:  # a header cut short or not numpy's
-        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc}") from None
+    except Exception as exc:  # a header cut short or not numpy's (ValueError; TokenError, TypeError from its parse)
+        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc or type(exc).__name__}") from None
     if dtype.kind not in "biufc":  # objects would need unpickling; strings are no tensor
         what = "Python objects" if dtype.hasobject else f"{dtype} values"
         raise Unreadable(f"{name!r} holds {what}, not numbers; give an array of numbers")

@@ -432,7 +432,7 @@ def _whole_array(f: BinaryIO, size: int) -> bool:
         version = np.lib.format.read_magic(f)
         header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = header(f)
-    except (ValueError, OSError):
+    except Exception:  # not numpy's header: ValueError, or TokenError, TypeError from its parse
         return False
     return dtype.kind in "biufc" and f.tell() + int(np.prod(shape, dtype=object)) * dtype.itemsize == size
 

@@ -95,6 +95,9 @@ class Guard:
         # would make it plain bytes, the blob-free text, so a trailer goes after its whole
         # file; a program that holds the resource already (text mode) gets no second one.
         whole_file = self._whole_file(data)
+        if self._elsewhere():  # a commit, or the last good program put back, would write someone else's file
+            self.moved = self.moved or rescue(self.output, whole_file)
+            raise UserError(EXIT_CHECK_CHANGED_FILES, self._changed(self.output))
         try:
             files.write_atomically(self.output, whole_file)
         except OSError as exc:
@@ -110,15 +113,14 @@ class Guard:
         carries = self.trailer and b"mlir_reproducer" not in bytes(data)
         return whole(data) + self.trailer if carries else data
 
-    def _put_back(self) -> None:
-        """The last good program back into an output that changed: only where the run wrote
-        it. An output that leads elsewhere now (a link re-pointed, its folder swapped for a
-        link) leads to a file of someone else's: the best goes beside, `rescue`."""
-        assert self.good is not None
-        if os.path.realpath(self.output) == self.lead:
-            self._write(self.good)
-        elif self.moved is None:
-            self.moved = rescue(self.output, self._whole_file(self.good))
+    def _elsewhere(self) -> bool:
+        """The output leads to another file than the one the run wrote (a link re-pointed,
+        its folder swapped for a link). A plain output deleted from its folder is not: the
+        run may write it there again."""
+        if not os.path.lexists(self.output):
+            folder = os.path.realpath(os.path.dirname(os.path.abspath(self.output)))
+            return os.path.join(folder, os.path.basename(self.output)) != self.lead
+        return os.path.realpath(self.output) != self.lead
 
     def _where_best(self) -> str:
         assert self.good is not None
@@ -140,7 +142,7 @@ class Guard:
             for path in self.paths:
                 if self._stat(path) != self.expected[path]:
                     if path == self.output and self.good is not None:
-                        self._put_back()
+                        self._write(self.good)
                     raise UserError(EXIT_CHECK_CHANGED_FILES, self._changed(path))
 
     def _changed(self, path: str) -> str:
@@ -155,7 +157,9 @@ class Guard:
                 else "what it holds now is not the run's (no smaller program had been found)"
             )
             if self.moved is not None:
-                now = f"it leads to {os.path.realpath(path)} now, which the run left alone; {self.moved}"
+                there = f"it leads to {os.path.realpath(path)} now, which the run left alone; " if not gone else ""
+                how = "was deleted or moved during the run" if gone else "leads to another file now"
+                now = f"{there}{self.moved}"
             return (
                 f"the output {path} {how}: a check must not write the user's files (it gets its own copy "
                 f"of the candidate), nor may anything else while the run writes it; {now}; stopped"
@@ -176,7 +180,7 @@ class Guard:
     def restore_output(self) -> None:
         with self.lock:
             if self.good is not None and self._stat(self.output) != self.expected[self.output]:
-                self._put_back()
+                self._write(self.good)
 
     def environment_error(self, exc: OSError) -> UserError:
         """An OSError out of the run, in the user's words (never 'internal error')."""
