@@ -22,25 +22,35 @@ from reducer import session
 from reducer.session import files
 
 
-def test_an_output_link_repointed_during_the_run_is_not_written_through(tmp_path: Path):
-    """D1: -o link.mlir led to res/a.mlir; the user pointed it at res/b.mlir, notes of
-    theirs, during the run, and exit 11 "restored" the best program into them."""
-    (tmp_path / "tmp").mkdir()
-    (tmp_path / "res").mkdir()
-    (tmp_path / "input.mlir").write_text(BIG)
-    make_script(tmp_path / "slow.sh", 'sleep 0.2\ngrep -q math.exp "$1"')
-    (tmp_path / "res" / "b.mlir").write_text("my precious notes\n")
-    os.symlink("res/a.mlir", tmp_path / "link.mlir")
+def _run_through_a_link(case: Path, jobs: str) -> subprocess.Popen[str]:
+    """A reduction of BIG with -o link.mlir, a link to res/a.mlir, once that is written."""
+    (case / "tmp").mkdir()
+    (case / "res").mkdir()
+    (case / "input.mlir").write_text(BIG)
+    make_script(case / "slow.sh", 'sleep 0.3\ngrep -q math.exp "$1"')
+    os.symlink("res/a.mlir", case / "link.mlir")
     run = subprocess.Popen(
-        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "./slow.sh", "-o", "link.mlir", "-j", "2"],
-        cwd=tmp_path,
-        env=env(tmp_path),
+        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "./slow.sh", "-o", "link.mlir", "-j", jobs],
+        cwd=case,
+        env=env(case),
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for((tmp_path / "res" / "a.mlir").exists)
-    os.unlink(tmp_path / "link.mlir")
-    os.symlink("res/b.mlir", tmp_path / "link.mlir")
+    wait_for((case / "res" / "a.mlir").exists)
+    return run
+
+
+def _repoint(case: Path) -> None:
+    os.unlink(case / "link.mlir")
+    os.symlink("res/b.mlir", case / "link.mlir")
+
+
+def test_an_output_link_repointed_during_the_run_is_not_written_through(tmp_path: Path):
+    """D1: -o link.mlir led to res/a.mlir; the user pointed it at res/b.mlir, notes of
+    theirs, during the run, and exit 11 "restored" the best program into them."""
+    run = _run_through_a_link(tmp_path, "2")
+    (tmp_path / "res" / "b.mlir").write_text("my precious notes\n")
+    _repoint(tmp_path)
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == session.EXIT_CHECK_CHANGED_FILES, stderr
     line = error_line(stderr)
@@ -54,23 +64,10 @@ def test_an_output_link_repointed_during_the_run_is_not_written_through(tmp_path
 def test_a_commit_writes_nothing_through_an_output_link_repointed_unseen(tmp_path: Path):
     """Review 24: a link re-pointed to a copy of what the run wrote (same size and time,
     so the check of the user's files saw nothing) took the next improvement through it."""
-    (tmp_path / "tmp").mkdir()
-    (tmp_path / "res").mkdir()
-    (tmp_path / "input.mlir").write_text(BIG)
-    make_script(tmp_path / "slow.sh", 'sleep 0.3\ngrep -q math.exp "$1"')
-    os.symlink("res/a.mlir", tmp_path / "link.mlir")
-    run = subprocess.Popen(
-        [sys.executable, "-m", "reducer.cli", "input.mlir", "-c", "./slow.sh", "-o", "link.mlir", "-j", "1"],
-        cwd=tmp_path,
-        env=env(tmp_path),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    wait_for((tmp_path / "res" / "a.mlir").exists)
+    run = _run_through_a_link(tmp_path, "1")
     shutil.copy2(tmp_path / "res" / "a.mlir", tmp_path / "res" / "b.mlir")  # the user's copy
     copy = (tmp_path / "res" / "b.mlir").read_bytes()
-    os.unlink(tmp_path / "link.mlir")
-    os.symlink("res/b.mlir", tmp_path / "link.mlir")
+    _repoint(tmp_path)
     _, stderr = run.communicate(timeout=120)
     assert run.returncode == session.EXIT_CHECK_CHANGED_FILES, stderr
     assert "which the run left alone" in error_line(stderr)
