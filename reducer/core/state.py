@@ -146,10 +146,18 @@ class OutputLock:
         self._fd = fd
 
     def release(self) -> None:
+        """Remove the lock file this run holds, where it is now (its folder may have been
+        moved: /proc names the open file's path), and only if it is that file: another
+        run's lock, or a file of the user's, put at the old path is left alone."""
         if self._fd is None:
             return
+        where = self.path
         with contextlib.suppress(OSError):
-            os.unlink(self.path)
+            where = os.readlink(f"/proc/self/fd/{self._fd}")
+        with contextlib.suppress(OSError):
+            st, own = os.lstat(where), os.fstat(self._fd)
+            if (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino):
+                os.unlink(where)
         os.close(self._fd)
         self._fd = None
 

@@ -25,6 +25,7 @@ from reducer.session.settings import (
     EXIT_BAD_INPUT,
     EXIT_BUSY,
     EXIT_CANNOT_WRITE,
+    EXIT_CHECK_CHANGED_FILES,
     EXIT_EXECUTOR,
     EXIT_USAGE,
     Settings,
@@ -199,8 +200,22 @@ def open_stream(flag: str, path: str, append: bool = False) -> TextIO:
     return open(fd, "w", encoding="utf-8", errors="surrogateescape")
 
 
+#: Where each path the run writes led when it was checked (`check_paths`): a report or
+#: stats file written at the end goes nowhere else (a link re-pointed meanwhile, at the
+#: input or a file of the user's, is left alone).
+LEADS: dict[str, str] = {}
+
+
 def save(path: str, data: bytes, what: str, best: str | None = None) -> None:
-    """write_atomically, with a failure a UserError that says where the best so far is."""
+    """write_atomically, with a failure a UserError that says where the best so far is;
+    a path that leads elsewhere than it did when checked is not written (exit 11)."""
+    was = LEADS.get(os.path.abspath(path))
+    if was is not None and os.path.realpath(path) != was:
+        raise UserError(
+            EXIT_CHECK_CHANGED_FILES,
+            f"{what} {path} leads to {os.path.realpath(path)} now, not to {was} as when the run started; it "
+            "was not written there" + (f"; {best}" if best else ""),
+        )
     try:
         write_atomically(path, data)
     except OSError as exc:
@@ -256,6 +271,7 @@ def check_paths(settings: Settings, also: Iterable[tuple[str, str | None]] = ())
             continue
         stdout = path == "-" and (flag, path) in also  # for Settings' own paths, "-" is a file
         real = os.path.realpath("/dev/stdout" if stdout else path)
+        LEADS[os.path.abspath(path)] = real
         inode = None if stdout else _inode(path)
         what = protected.get(real) or (protected_files.get(inode) if inode is not None else None)
         if what is not None:
