@@ -667,9 +667,10 @@ def test_a_one_line_program_on_stdin_is_a_program_not_a_file_name(case: Path):
 
 
 def test_a_huge_timeout_is_logged_short(case: Path):
-    """Audit 7 (W11): --timeout 1e308 printed a 309-digit number of seconds."""
+    """Audit 7 (W11): --timeout 1e308 printed a 309-digit number of seconds (refused now,
+    audit 22 D5: past what a wait holds); the longest allowed is logged short."""
     make_script(case / "check.sh", 'grep -q math.exp "$1"')
-    proc = cli(case, "input.mlir", "--check", "./check.sh", "-j", "1", "--timeout", "1e308")
+    proc = cli(case, "input.mlir", "--check", "./check.sh", "-j", "1", "--timeout", "1e8")
     assert proc.returncode == session.EXIT_OK, proc.stderr
-    assert "check timeout 1e+308 s" in proc.stderr and "0" * 20 not in proc.stderr
+    assert "check timeout 1e+08 s" in proc.stderr and "100000000" not in proc.stderr
     assert_clean(case)

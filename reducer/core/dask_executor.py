@@ -460,7 +460,7 @@ class DaskExecutor(Executor):
                 _run_task, whole(data), remote, self.memory_limit, pure=False, resources=self.resources or None
             )
         except Exception as exc:  # ClosedClientError: the client gave up reconnecting to a lost scheduler
-            if self.client.status not in ("closing", "closed"):
+            if getattr(self.client, "status", None) not in ("closing", "closed"):
                 raise
             raise ExecutorLost("the Dask client lost its scheduler and closed; no check can run") from exc
         with self._lock:
