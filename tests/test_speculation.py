@@ -148,6 +148,9 @@ def test_checks_already_started_are_read_first_and_not_submitted_again():
         def cancel(self, future) -> None:  # type: ignore[no-untyped-def]
             future.cancel()
 
+        def result(self, future):  # type: ignore[no-untyped-def]
+            return future.result()
+
     ex = Counting()
     early = [ex.submit(b"p") for _ in range(2)]
     oracle = ScriptOracle("/bin/true", "in.txt", 10.0)

@@ -35,11 +35,12 @@ class Limits:
 
 
 class Bounded(Executor):
-    """An executor whose waits end at a deadline (--max-time's end), for the steps that
-    run checks of their own before the engine starts (IREE's triage: a dispatch isolation
-    compiles every executable, a phase search several stops) and after it (flags,
-    --for-upstream): told to stop at 6 s, a run went on isolating for 47. At the deadline the checks still running are cancelled and
-    `Stopped` says why; the inner executor stays the caller's."""
+    """An executor whose waits end at a deadline (--max-time's end), for the checks outside
+    the engine's loop: the original's, IREE's triage steps (a dispatch isolation compiles
+    every executable, a phase search several stops: told to stop at 6 s, a run went on
+    isolating for 47), the start's, and flags and --for-upstream after the engine. At the
+    deadline the checks still running are cancelled and `Stopped` says why; the inner
+    executor stays the caller's."""
 
     def __init__(self, inner: Executor, deadline: float, reason: str) -> None:
         self.inner, self.deadline, self.reason = inner, deadline, reason

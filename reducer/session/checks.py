@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -33,7 +32,6 @@ def check_repeatedly(
     until: Callable[[Verdict], bool],
     meanwhile: Callable[[], object] | None = None,
     started: Sequence[concurrent.futures.Future[Verdict]] = (),
-    deadline: float | None = None,
 ) -> list[Verdict]:
     """Check data `times` times and read the verdicts in order, stopping after the first
     one `until` accepts. The checks run at once on the executor's workers (a re-check
@@ -43,9 +41,9 @@ def check_repeatedly(
     a check is raised as it is: the caller knows what to tell the user (before the run,
     or after it, where the best result so far is). `meanwhile` runs once the first checks
     are submitted, before any is read. `started`: checks of data by oracle on executor
-    that are already running (the engine's early re-checks), read first. At `deadline`
-    (time.monotonic()) the wait ends in concurrent.futures.TimeoutError, the checks
-    cancelled."""
+    that are already running (the engine's early re-checks), read first. A bounded
+    executor (`limits.Bounded`: --max-time) ends the wait at its deadline in `Stopped`,
+    the checks cancelled."""
     concurrent_ = not oracle.measures_time
     futures = list(started[:times])
     for future in started[times:]:
@@ -58,8 +56,7 @@ def check_repeatedly(
         while len(read) < times:
             if len(futures) <= len(read):
                 futures.append(executor.submit(data, oracle))
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            verdict = futures[len(read)].result(wait)
+            verdict = executor.result(futures[len(read)])
             read.append(verdict)
             if until(verdict):
                 break

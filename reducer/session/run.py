@@ -22,7 +22,7 @@ from reducer.core import limits
 from reducer.core.cache import JournaledExecutor, VerdictJournal, key
 from reducer.core.early import EarlyExecutor
 from reducer.core.encoded import Encoded
-from reducer.core.engine import Engine, Stopped
+from reducer.core.engine import Engine
 from reducer.core.executor import DataFileUnreadable, Executor
 from reducer.core.oracle import Cancelled, Oracle, Verdict
 from reducer.core.processes import interrupts_kept, note_stop, raise_if_stopped
@@ -346,9 +346,7 @@ class Run:
                 text, oracle = triage.before(settings, text, oracle, findings, bounded, attach, beside)
         original_text = self.raw[len(BOM) :] if self.raw.startswith(BOM) else self.raw
         with self._before_the_reduction(bounded):
-            text = where_to_start(
-                settings, self.output, text, oracle, self.guard, bounded, original_text, findings, self._deadline()
-            )
+            text = where_to_start(settings, self.output, text, oracle, self.guard, bounded, original_text, findings)
         findings.notes[:0] = self.notes
         self.notes = list(findings.notes)
         return Start(text, oracle, verdict, timeout, findings, original_text)
@@ -378,12 +376,14 @@ class Run:
                 f"(the original fails as it should); {kept}",
             ) from None
 
-    def _bounded(self) -> Executor:
-        """The executor for the checks before and after the engine's, stopped at --max-time's end."""
+    def _bounded(self, executor: Executor | None = None) -> Executor:
+        """executor (the run's) for the checks before and after the engine's, stopped at
+        --max-time's end."""
+        executor = executor or self.inner
         deadline = self._deadline()
         if deadline is None:
-            return self.inner
-        return limits.Bounded(self.inner, deadline, f"--max-time {self.settings.max_time:g} s reached")
+            return executor
+        return limits.Bounded(executor, deadline, f"--max-time {self.settings.max_time:g} s reached")
 
     def _blob_sizes(self) -> dict[str, int]:
         return self.blobs.sizes if self.blobs is not None else {}
@@ -467,7 +467,7 @@ class Run:
         with self._before_the_reduction(self.inner):
             self.ws = choose_workspace(
                 text,
-                lambda data: self.judged(data, self._deadline()),
+                lambda data: self.judged(data, self._bounded(self.executor)),
                 self.settings.verify,
                 self.early,
                 self._blob_sizes(),
@@ -557,19 +557,14 @@ class Run:
         self.monitor.start(self.input_size, ws.size, ws.mode, self.inner.workers, self.begin.timeout, ws.program.text)
         return engine
 
-    def judged(self, data: bytes, deadline: float | None = None) -> bool:
+    def judged(self, data: bytes, executor: Executor | None = None) -> bool:
         """Whether data is interesting, read from the early re-print's check if it is provably
-        the same. At `deadline` (before the engine starts: --max-time's end), `Stopped`."""
-        known = self.early.verdict(data, self.judge, deadline) if self.early is not None else None
+        the same; else checked on executor (the run's; before the engine starts, bounded by
+        --max-time: `Stopped` at its end)."""
+        known = self.early.verdict(data, self.judge, self._deadline()) if self.early is not None else None
         if known is None:
-            future = self.executor.submit(data, self.judge)
-            try:
-                return future.result(None if deadline is None else max(0.0, deadline - time.monotonic())).interesting
-            except concurrent.futures.TimeoutError:
-                if deadline is None or time.monotonic() < deadline:
-                    raise  # a check's own (a Dask connection's), not --max-time
-                self.executor.cancel(future)
-                raise Stopped("--max-time reached") from None
+            executor = executor or self.executor
+            return executor.result(executor.submit(data, self.judge)).interesting
         self.executor.record(data, known)
         return known.interesting
 

@@ -4,10 +4,8 @@ continues from (which skips all of this)."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +16,7 @@ from reducer.core import ir as irutil
 from reducer.core.cache import VerdictJournal
 from reducer.core.engine import Stopped
 from reducer.core.executor import Executor
+from reducer.core.limits import Bounded
 from reducer.core.oracle import Oracle, RepeatOracle, Verdict
 from reducer.core.state import RunState, cannot_write, differences, fingerprint
 from reducer.core.workspace import MLIRWorkspace, Size, TextWorkspace, Workspace
@@ -243,20 +242,19 @@ def judge_original(
     # A timeout (of a check that does not time things) ends it: the run stops there.
     ends = lambda v: v.timed_out and not first.measures_time  # noqa: E731
     data = text.encode()
+    waits = executor if deadline is None else Bounded(executor, deadline, "--max-time reached")
     try:
         takes = beside is not None and not first.measures_time and beside.start(first, executor.workers >= 2, deadline)
-        verdicts = check_repeatedly(
-            executor, first, data, 1 if takes else 2, until=ends, meanwhile=meanwhile, deadline=deadline
-        )
+        verdicts = check_repeatedly(waits, first, data, 1 if takes else 2, until=ends, meanwhile=meanwhile)
         if takes and beside is not None and not ends(verdicts[0]) and not beside.agrees(verdicts[0]):
-            verdicts += check_repeatedly(executor, first, data, 1, until=ends, deadline=deadline)
-    except OSError as exc:  # concurrent.futures.TimeoutError is one since Python 3.11
-        if isinstance(exc, concurrent.futures.TimeoutError) and deadline is not None and time.monotonic() >= deadline:
-            raise UserError(
-                EXIT_STOPPED,
-                f"--max-time {settings.max_time:g} s ran out while the original input was checked; nothing was written",
-            ) from None
-        raise user_error(exc) from None  # a check's own timeout (a Dask connection's, say) is not --max-time
+            verdicts += check_repeatedly(waits, first, data, 1, until=ends)
+    except Stopped:
+        raise UserError(
+            EXIT_STOPPED,
+            f"--max-time {settings.max_time:g} s ran out while the original input was checked; nothing was written",
+        ) from None
+    except OSError as exc:  # a check's own timeout (a Dask connection's, say) is not --max-time
+        raise user_error(exc) from None
     guard.check()
     flaky = None
     if len({v.interesting for v in verdicts}) > 1:
@@ -359,12 +357,11 @@ def where_to_start(
     executor: Executor,
     original: str,
     findings: Findings,
-    deadline: float | None = None,
 ) -> str:
     """text, or the smaller interesting program an earlier run left in the output
     (`previous_best`), unless --fresh, which warns of what its first improvement replaces."""
     if not settings.fresh and os.path.exists(output):
-        previous = previous_best(output, text, oracle, guard, executor, outside(settings), original, deadline)
+        previous = previous_best(output, text, oracle, guard, executor, outside(settings), original)
         if previous is not None:
             findings.notes.append(
                 f"started from the smaller interesting program already in {output} "
@@ -389,13 +386,13 @@ def previous_best(
     executor: Executor,
     outside: Callable[[str], int] | None = None,
     original: str = "",
-    deadline: float | None = None,
 ) -> str | None:
     """The output of an earlier run, if it is smaller than text (`as_file`) and still
     interesting. What the check rejects (an earlier result for another bug, a file of the
     user's) is never replaced, nor is an interesting program no smaller than text that is
     not the input itself (ireereduce writes none such: the user's own): the run stops
-    before it writes anything (--fresh replaces it). At `deadline`, `Stopped`."""
+    before it writes anything (--fresh replaces it). A bounded executor's deadline passed
+    (--max-time) is `Stopped`."""
     try:
         with open(output, "rb") as f:
             held = f.read()
@@ -410,16 +407,8 @@ def previous_best(
     interesting = False
     if previous is not None:
         try:  # twice, for a flaky check: refusing costs the user a rerun
-            verdicts = check_repeatedly(
-                executor, oracle, previous.encode(), 2, until=lambda v: v.interesting, deadline=deadline
-            )
+            verdicts = check_repeatedly(executor, oracle, previous.encode(), 2, until=lambda v: v.interesting)
         except OSError as exc:
-            if (
-                isinstance(exc, concurrent.futures.TimeoutError)
-                and deadline is not None
-                and time.monotonic() >= deadline
-            ):
-                raise Stopped("--max-time reached") from None
             raise user_error(exc) from None
         guard.check()
         interesting = verdicts[-1].interesting
