@@ -192,16 +192,16 @@ class Checks:
         if not self.inflight:
             return
         t0 = time.monotonic()
-        done: set[concurrent.futures.Future[Verdict]] = set()
-        while not done:  # a budget may run out while every check still runs (or none comes back)
-            done, _ = concurrent.futures.wait(
-                list(self.inflight.values()), timeout=STOP_POLL, return_when=concurrent.futures.FIRST_COMPLETED
-            )
-            if not done:
-                self.stats.wait_seconds += time.monotonic() - t0
-                t0 = time.monotonic()
+        try:
+            while True:  # a budget may run out while every check still runs (or none comes back)
+                done, _ = concurrent.futures.wait(
+                    list(self.inflight.values()), timeout=STOP_POLL, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                if done:
+                    break
                 self.check_stop()
-        self.stats.wait_seconds += time.monotonic() - t0
+        finally:
+            self.stats.wait_seconds += time.monotonic() - t0
         for k, future in list(self.inflight.items()):
             if future not in done:
                 continue

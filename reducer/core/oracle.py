@@ -199,11 +199,8 @@ def run_in(argv: list[str], tmp: str, timeout: float | None, keep: int = 65536, 
         raise Cancelled
     # The check's stderr goes to a file with no name: one in tmp could be the candidate's own
     # (an input named .ireereduce-stderr was overwritten by it), or a file the check removes.
-    err = tempfile.TemporaryFile(dir=tmp)
-    try:
+    with tempfile.TemporaryFile(dir=tmp) as err:
         return _run_capturing(argv, tmp, timeout, keep, cancel, err)
-    finally:
-        err.close()
 
 
 def _run_capturing(argv: list[str], tmp: str, timeout: float | None, keep: int, cancel: CancelFn, err: Any) -> Run:

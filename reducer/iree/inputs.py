@@ -16,6 +16,7 @@ import os
 import re
 import warnings
 import zipfile
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -248,6 +249,30 @@ _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 MAX_ELEMENTS = 1 << 28
 
 
+class NotNpy(ValueError):
+    """A file that does not start as a .npy file does."""
+
+
+def npy_header(f: BinaryIO) -> tuple[tuple[int, ...], np.dtype[Any], int]:
+    """The shape and element type a .npy file open at its start says it holds, and the
+    bytes that follow its header, read without np.load (which would unpickle objects).
+    ValueError when it is no .npy header (numpy's parse of one raises TokenError and
+    TypeError too), NotNpy when the file does not even start as one."""
+    if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+        raise NotNpy("it does not start with \\x93NUMPY, as np.save writes one")
+    f.seek(0)
+    try:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+    except OSError:
+        raise
+    except Exception as exc:  # a header cut short or not numpy's
+        raise ValueError(str(exc) or type(exc).__name__) from None
+    start = f.tell()
+    return shape, dtype, f.seek(0, os.SEEK_END) - start
+
+
 def _npy(path: str, name: str) -> np.ndarray:
     """A .npy file's array of numbers, never unpickled. Its header is read first, so what is
     not one, holds no numbers, or claims more than the file has is said so, not left to
@@ -257,26 +282,16 @@ def _npy(path: str, name: str) -> np.ndarray:
         raise Unreadable(f"{name!r} is not a regular file (a FIFO or a device); give a .npy file")
     try:
         with open(path, "rb") as f:
-            magic = f.read(len(_NPY_MAGIC))
-            if magic.startswith(_ZIP_MAGICS):
+            if f.read(len(_NPY_MAGIC)).startswith(_ZIP_MAGICS):
                 _refuse_archive(path, name)
-            if magic != _NPY_MAGIC:
-                raise Unreadable(
-                    f"{name!r} is not a .npy file: it does not start with \\x93NUMPY, as np.save writes one"
-                )
             f.seek(0)
-            version = np.lib.format.read_magic(f)
-            read_header = (
-                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            )
-            shape, _, dtype = read_header(f)
-            held = os.fstat(f.fileno()).st_size - f.tell()
+            shape, dtype, held = npy_header(f)
     except OSError as exc:
         raise Unreadable(f"cannot read {name!r} as a .npy file: {exc.strerror}") from None
-    except Unreadable:
-        raise
-    except Exception as exc:  # a header cut short or not numpy's (ValueError; TokenError, TypeError from its parse)
-        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc or type(exc).__name__}") from None
+    except NotNpy as exc:
+        raise Unreadable(f"{name!r} is not a .npy file: {exc}") from None
+    except ValueError as exc:
+        raise Unreadable(f"cannot read {name!r} as a .npy file: {exc}") from None
     if dtype.kind not in "biufc":  # objects would need unpickling; strings are no tensor
         what = "Python objects" if dtype.hasobject else f"{dtype} values"
         raise Unreadable(f"{name!r} holds {what}, not numbers; give an array of numbers")

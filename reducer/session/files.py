@@ -431,30 +431,23 @@ def _plain_file(path: str) -> bool:
         if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
             return False
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
-            return os.fstat(f.fileno()).st_ino == st.st_ino and _whole_array(f, st.st_size)
+            return os.fstat(f.fileno()).st_ino == st.st_ino and _whole_array(f)
     except OSError:
         return False
 
 
-def _whole_array(f: BinaryIO, size: int) -> bool:
+def _whole_array(f: BinaryIO) -> bool:
     """Whether f is a .npy file of numbers, as np.save writes one: its header, then exactly
     the bytes its shape and type take (notes that start with the magic are no array)."""
     import numpy as np
 
-    if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
-        return False
+    from reducer.iree.inputs import npy_header
+
     try:
-        f.seek(0)
-        version = np.lib.format.read_magic(f)
-        header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = header(f)
-    except Exception:  # not numpy's header: ValueError, or TokenError, TypeError from its parse
+        shape, dtype, held = npy_header(f)
+    except ValueError:
         return False
-    return dtype.kind in "biufc" and f.tell() + int(np.prod(shape, dtype=object)) * dtype.itemsize == size
-
-
-#: How every .npy file starts (numpy's format).
-NPY_MAGIC = b"\x93NUMPY"
+    return dtype.kind in "biufc" and int(np.prod(shape, dtype=object)) * dtype.itemsize == held
 
 
 def _inode(path: str) -> tuple[int, int] | None:

@@ -44,7 +44,7 @@ class Guard:
         #: bindings do not print).
         self.trailer = b""
         self.lock = threading.Lock()
-        #: Where the output led when the run last wrote it (a symlinked -o: its target).
+        #: Where the output leads (a symlinked -o: its target): the only file the run writes.
         self.lead = os.path.realpath(output)
         #: Set when the output changed and now leads to another file: where the best went.
         self.moved: str | None = None
@@ -107,19 +107,15 @@ class Guard:
                 EXIT_CANNOT_WRITE, f"cannot write the output {self.output}: {exc.strerror}; {where}"
             ) from None
         self.expected[self.output] = self._stat(self.output)
-        self.lead = os.path.realpath(self.output)
 
     def _whole_file(self, data: bytes) -> bytes:
         carries = self.trailer and b"mlir_reproducer" not in bytes(data)
         return whole(data) + self.trailer if carries else data
 
     def _elsewhere(self) -> bool:
-        """The output leads to another file than the one the run wrote (a link re-pointed,
-        its folder swapped for a link). A plain output deleted from its folder is not: the
-        run may write it there again."""
-        if not os.path.lexists(self.output):
-            folder = os.path.realpath(os.path.dirname(os.path.abspath(self.output)))
-            return os.path.join(folder, os.path.basename(self.output)) != self.lead
+        """The output leads to another file than at the start (a link re-pointed, its folder
+        swapped for a link). A plain output deleted from its folder is not: realpath resolves
+        what is there of a path, so the run may write it there again."""
         return os.path.realpath(self.output) != self.lead
 
     def _where_best(self) -> str:

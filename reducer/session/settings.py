@@ -303,11 +303,16 @@ def check_settings(settings: Settings) -> None:
 
     if settings.timeout is not None and not (math.isfinite(settings.timeout) and settings.timeout > 0):
         raise UserError(EXIT_USAGE, f"--timeout must be a finite number of seconds above 0, not {settings.timeout}")
-    for flag, name, unit in (("--timeout", "timeout", " of seconds"), *_FINITE):
+    for flag, name, unit in _FINITE:
         value = getattr(settings, name)
         if value is not None and not math.isfinite(value):
             raise UserError(EXIT_USAGE, f"{flag} must be a finite number{unit}, not {value}")
-        if value is not None and unit and value > MAX_SECONDS:
+    for flag, value in (
+        ("--timeout", settings.timeout),
+        ("--max-time", settings.max_time),
+        ("--slower-than", settings.slower_than),
+    ):
+        if value is not None and value > MAX_SECONDS:
             raise UserError(EXIT_USAGE, too_long(flag, value))
     if settings.strategies is not None and not settings.strategies:
         raise UserError(EXIT_USAGE, "--strategies names no strategy; see ireereduce --list-strategies")
