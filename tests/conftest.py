@@ -34,6 +34,12 @@ def make_script(path: Path, body: str) -> Path:
     return path
 
 
+def on_call(counter: Path, k: int, action: str) -> str:
+    """Shell lines for a script: run `action` at the script's k-th run (counted in counter),
+    as a user would act on a file at some moment during a reduction."""
+    return f'n=$(($(cat {counter} 2>/dev/null || echo 0) + 1)); echo $n > {counter}\n[ "$n" = {k} ] && {{ {action}; }}'
+
+
 def watched_compile(tmp_path: Path, original: str, flag: str, label: str) -> tuple[str, Path]:
     """An iree-compile that logs its compiles of `original` (a file's contents): `label`
     as one given `flag` starts (the compile a triage step makes beside the original's

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_script, needs_iree
+from conftest import make_script, needs_iree, on_call
 from test_faults import assert_clean, cli, env, error_line
 from test_faults_audit18 import MISMATCH, wrapped
 
@@ -55,10 +55,7 @@ def test_an_inputs_folder_that_became_a_link_is_not_written_through(mismatch: Pa
     victim.mkdir()
     (victim / "input0.npy").write_text("mine\n")
     calls, link = mismatch / "calls", mismatch / "r.md.inputs"
-    plants = (
-        f'n=$(cat {calls} 2>/dev/null || echo 0); echo $((n + 1)) > {calls}\n[ "$n" = 2 ] && ln -sn {victim} {link}'
-    )
-    args = wrapped(mismatch, plants)
+    args = wrapped(mismatch, on_call(calls, 3, f"ln -sn {victim} {link}"))
     done = cli(mismatch, "m.mlir", *args, "-j", "2", "-o", "o.mlir", "--report", "r.md")
     assert done.returncode == session.EXIT_OK, done.stderr
     assert os.path.islink(mismatch / "r.md.inputs")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_script, needs_iree
+from conftest import make_script, needs_iree, on_call
 from test_faults import assert_clean, cli, env, error_line, wait_for
 from test_faults_audit18 import MISMATCH, wrapped
 
@@ -76,9 +76,7 @@ def test_localize_only_replaces_nothing_that_appeared_during_the_run(mismatch: P
         "a link at OUTPUT": f"ln -sn {mine / 'notes.mlir'} {out}",
         "a link at OUTPUT.inputs": f"ln -sn {mine} {out}.inputs",
     }[planted]
-    args = wrapped(
-        mismatch, f'n=$(cat {calls} 2>/dev/null || echo 0); echo $((n + 1)) > {calls}\n[ "$n" = 1 ] && {plant}'
-    )
+    args = wrapped(mismatch, on_call(calls, 2, plant))
     done = cli(mismatch, "m.mlir", *args, "-o", "cut.mlir", "--localize-only")
     assert done.returncode == session.EXIT_CHECK_CHANGED_FILES, done.stderr
     assert "changed during the run (someone else's now); nothing written" in error_line(done.stderr)

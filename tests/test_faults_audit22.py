@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import make_script, needs_iree
+from conftest import make_script, needs_iree, on_call
 from test_dask import Cluster
 from test_faults import assert_clean, cli, env, error_line, wait_for
 from test_faults_audit18 import MISMATCH, mismatch_case, wrapped
@@ -69,10 +69,7 @@ def test_localize_only_writes_nothing_through_a_link_whose_target_appeared(misma
     during the run, and the cut replaced it (exit 0). Exit 11 now, the user's file kept."""
     os.symlink("target.mlir", mismatch / "latest.mlir")
     calls, target = mismatch / "calls", mismatch / "target.mlir"
-    args = wrapped(
-        mismatch,
-        f'n=$(cat {calls} 2>/dev/null || echo 0); echo $((n + 1)) > {calls}\n[ "$n" = 1 ] && echo mine > {target}',
-    )
+    args = wrapped(mismatch, on_call(calls, 2, f"echo mine > {target}"))
     done = cli(mismatch, "m.mlir", *args, "-o", "latest.mlir", "--localize-only")
     assert done.returncode == session.EXIT_CHECK_CHANGED_FILES, done.stderr
     assert "latest.mlir changed during the run (someone else's now); nothing written" in error_line(done.stderr)

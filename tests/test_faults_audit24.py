@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import make_script
+from conftest import make_script, on_call
 from test_faults import assert_clean, cli, error_line
 
 from reducer import session
@@ -29,12 +29,7 @@ def _case(tmp_path: Path, at: int, change: str) -> Path:
     for name in ("A", "B", "tmp"):
         (tmp_path / name).mkdir()
     (tmp_path / "in.mlir").write_text(SMALL)
-    count = tmp_path / "count"
-    make_script(
-        tmp_path / "k.sh",
-        f"n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n"
-        f'[ "$n" = {at} ] && {{ {change}; }}\ngrep -q math.exp "$1"',
-    )
+    make_script(tmp_path / "k.sh", on_call(tmp_path / "count", at, change) + '\ngrep -q math.exp "$1"')
     return tmp_path
 
 
